@@ -1,0 +1,9 @@
+"""`python -m sharestate ...` is the `sharestate` command."""
+
+from __future__ import annotations
+
+import sys
+
+from sharestate.cli import main
+
+sys.exit(main())

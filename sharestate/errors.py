@@ -1,0 +1,32 @@
+"""The project's error hierarchy.
+
+`SharestateError` is the root. Errors in what the user asked for (options, inputs) are
+`UsageError`s: the command line prints their message as one line and exits with code 2.
+`DecodeError` never escapes a run: it becomes a row in `quarantine` with its message.
+"""
+
+from __future__ import annotations
+
+
+class SharestateError(Exception):
+    """Root of every error this package raises on purpose."""
+
+
+class UsageError(SharestateError):
+    """A problem with what the user asked for; the message alone says what to fix."""
+
+
+class InvalidConfigError(UsageError):
+    """An option or config-file value is invalid."""
+
+
+class InputError(UsageError):
+    """An input path cannot be read as an export of a Kafka topic."""
+
+
+class InputSchemaError(InputError):
+    """The input exists but does not have the Kafka-record schema."""
+
+
+class DecodeError(SharestateError):
+    """A record's bytes cannot be decoded. The message is the quarantine reason."""

@@ -1,0 +1,151 @@
+"""The only module that touches storage: reading exports, writing tables.
+
+An export is a folder of Parquet files, a Delta table, or (`kafka://HOST:PORT`) the live
+topic read in batch through Spark's Kafka source. Whatever the source, it must have the
+schema Spark's Kafka source produces; anything else is an `InputSchemaError` that names the
+missing or mistyped columns.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Final
+from urllib.parse import urlparse
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sharestate.errors import InputError, InputSchemaError
+
+#: Column -> accepted types (the first is the contract's; integer widths are widened).
+REQUIRED_COLUMNS: Final[dict[str, tuple[type[T.DataType], ...]]] = {
+    "key": (T.BinaryType,),
+    "value": (T.BinaryType,),
+    "topic": (T.StringType,),
+    "partition": (T.IntegerType, T.ShortType, T.ByteType),
+    "offset": (T.LongType, T.IntegerType),
+    "timestamp": (T.TimestampType, T.TimestampNTZType),
+}
+_CAST_TO: Final = {
+    "partition": T.IntegerType(),
+    "offset": T.LongType(),
+    "timestamp": T.TimestampType(),
+}
+KAFKA_SCHEME: Final = "kafka"
+
+
+@dataclass(frozen=True)
+class Export:
+    """An export read and checked: its rows, deduplicated, and what was found on the way."""
+
+    rows: DataFrame
+    format: str
+    path: str
+
+
+def is_kafka_uri(path: str) -> bool:
+    return urlparse(path).scheme == KAFKA_SCHEME
+
+
+def detect_format(spark: SparkSession, path: str) -> str:
+    """`delta` when the path holds a `_delta_log/`, else `parquet`."""
+    parsed = urlparse(path)
+    if parsed.scheme in ("", "file"):
+        local = parsed.path if parsed.scheme == "file" else path
+        if not os.path.exists(local):
+            raise InputError(f"{path}: no such file or directory")
+        return "delta" if os.path.isdir(os.path.join(local, "_delta_log")) else "parquet"
+    # Remote file systems: ask Hadoop through the JVM (classic Spark), else try Delta.
+    try:
+        context = spark.sparkContext
+        jvm, jsc = context._jvm, context._jsc
+        if jvm is None or jsc is None:
+            raise RuntimeError("no JVM")
+        hadoop_path = jvm.org.apache.hadoop.fs.Path(path.rstrip("/") + "/_delta_log")
+        fs = hadoop_path.getFileSystem(jsc.hadoopConfiguration())
+        return "delta" if fs.exists(hadoop_path) else "parquet"
+    except Exception:  # Spark Connect has no JVM handle
+        try:
+            spark.read.format("delta").load(path).schema  # noqa: B018 - probe only
+            return "delta"
+        except AnalysisException:
+            return "parquet"
+
+
+def check_schema(df: DataFrame, what: str, path: str) -> DataFrame:
+    """Validate the Kafka-record schema and normalise integer widths; raise naming every
+    missing or mistyped column."""
+    types = {f.name: f.dataType for f in df.schema.fields}
+    missing = [c for c in REQUIRED_COLUMNS if c not in types]
+    mistyped = [
+        f"{c} is {types[c].simpleString()}, expected {REQUIRED_COLUMNS[c][0]().simpleString()}"
+        for c in REQUIRED_COLUMNS
+        if c in types and not isinstance(types[c], REQUIRED_COLUMNS[c])
+    ]
+    if missing or mistyped:
+        problems = []
+        if missing:
+            problems.append("missing column(s) " + ", ".join(missing))
+        if mistyped:
+            problems.append("; ".join(mistyped))
+        raise InputSchemaError(
+            f"{what} {path} does not have the Kafka-record schema (key binary, value binary, "
+            f"topic string, partition int, offset long, timestamp timestamp): {'; '.join(problems)}"
+        )
+    for column, target in _CAST_TO.items():
+        if types[column] != target:
+            df = df.withColumn(column, F.col(column).cast(target))
+    return df
+
+
+def _read_kafka(spark: SparkSession, uri: str, topic: str) -> DataFrame:
+    parsed = urlparse(uri)
+    if not parsed.netloc:
+        raise InputError(f"{uri}: expected kafka://HOST:PORT[,HOST:PORT...]")
+    try:
+        return (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", parsed.netloc)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest")
+            # Exports must not see aborted transactional offset commits.
+            .option("kafka.isolation.level", "read_committed")
+            .option("includeHeaders", "true")
+            .load()
+        )
+    except AnalysisException as err:
+        raise InputError(
+            f"{uri}: cannot read topic {topic} through Spark's Kafka source: {err}"
+        ) from None
+
+
+def read_export(
+    spark: SparkSession, path: str, *, what: str, topic: str, input_format: str = "auto"
+) -> Export:
+    """Read one export (`what` names it in messages, e.g. '--share-state')."""
+    if is_kafka_uri(path):
+        return Export(check_schema(_read_kafka(spark, path, topic), what, path), "kafka", path)
+    fmt = detect_format(spark, path) if input_format == "auto" else input_format
+    try:
+        df = spark.read.format(fmt).load(path)
+        df.schema  # noqa: B018 - force resolution so a bad path fails here, with its name
+    except AnalysisException as err:
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError(f"{what} {path}: cannot be read as {fmt}: {first_line}") from None
+    return Export(check_schema(df, what, path), fmt, path)
+
+
+def deduplicate(df: DataFrame) -> DataFrame:
+    """One row per (topic, partition, offset): exports may repeat rows (at-least-once)."""
+    return df.dropDuplicates(["topic", "partition", "offset"])
+
+
+def write_table(df: DataFrame, path: str, output_format: str) -> None:
+    writer = df.write.format(output_format).mode("overwrite")
+    if output_format == "delta":
+        writer = writer.option("overwriteSchema", "true")
+    writer.save(path)

@@ -1,0 +1,159 @@
+"""The `replay` job: options, then read -> compute -> write, then the run summary.
+
+`main(spark, config)` is the entry point every launcher shares: `spark-submit
+jobs/replay_share_state.py`, the `sharestate` console script, `python -m sharestate`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlparse
+
+from pyspark.sql import SparkSession
+
+from sharestate.config import (
+    INPUT_FORMATS,
+    MODES,
+    OUTPUT_FORMATS,
+    JobConfig,
+    build_config,
+    read_config_file,
+)
+from sharestate.errors import InvalidConfigError
+from sharestate.io import write_table
+from sharestate.pipeline import compute, summarize
+
+log = logging.getLogger("sharestate")
+
+
+def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of the replay job (defaults live in `JobConfig`, so a config file can set them)."""
+    parser.add_argument(
+        "--share-state",
+        metavar="PATH",
+        help="export of __share_group_state: Parquet folder, Delta table or "
+        "kafka://HOST:PORT (required here or in --config)",
+    )
+    parser.add_argument(
+        "--consumer-offsets", metavar="PATH", help="export of __consumer_offsets (optional)"
+    )
+    parser.add_argument("--output", metavar="DIR", help="output folder, one sub-folder per table")
+    parser.add_argument("--config", metavar="FILE", help="TOML file of these options")
+    parser.add_argument("--input-format", choices=INPUT_FORMATS, help="default: auto")
+    parser.add_argument("--output-format", choices=OUTPUT_FORMATS, help="default: delta")
+    parser.add_argument(
+        "--kafka-version",
+        metavar="auto|4.0|4.1|4.2|...",
+        help="Kafka release whose record layout to use (default: auto-detect per record)",
+    )
+    parser.add_argument(
+        "--delivery-count-limit",
+        type=int,
+        metavar="N",
+        help="Kafka's group.share.delivery.count.limit (default 5)",
+    )
+    parser.add_argument(
+        "--end-offsets",
+        metavar="PATH",
+        help="table of topic_id/topic, partition, end offset, for lag",
+    )
+    parser.add_argument("--mode", choices=MODES, help="default: full")
+
+
+def config_from_args(args: argparse.Namespace) -> JobConfig:
+    file_values = read_config_file(args.config) if args.config else {}
+    overrides = {
+        "share_state": args.share_state,
+        "consumer_offsets": args.consumer_offsets,
+        "output": args.output,
+        "input_format": args.input_format,
+        "output_format": args.output_format,
+        "kafka_version": args.kafka_version,
+        "delivery_count_limit": args.delivery_count_limit,
+        "end_offsets": args.end_offsets,
+        "mode": args.mode,
+    }
+    config = build_config(file_values, overrides)
+    if config.output is None:
+        raise InvalidConfigError("--output is required (on the command line or in --config)")
+    if config.mode == "incremental":
+        raise InvalidConfigError("--mode incremental is not available yet; run with --mode full")
+    return config
+
+
+def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
+    parser = argparse.ArgumentParser(
+        prog="replay_share_state.py",
+        description="Decode exported Kafka share-group state and write the audit tables.",
+    )
+    add_replay_arguments(parser)
+    return config_from_args(parser.parse_args(argv))
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """The run summary as a few lines a person reads at the end of a run."""
+    lines = ["sharestate run summary"]
+    for source, info in summary["inputs"].items():
+        if "skipped" in info:
+            lines.append(f"  {source}: {info['skipped']}")
+            continue
+        check = "ok" if info["reconciled"] else "MISMATCH"
+        lines.append(
+            f"  {source} ({info['format']}): {info['rows_read']:,} rows read = "
+            f"{info['duplicates_dropped']:,} duplicates + {info['decoded']:,} decoded + "
+            f"{info['quarantined']:,} quarantined [{check}]"
+        )
+    records = summary["share_state_records"]
+    by_type = ", ".join(f"{k} {v:,}" for k, v in records["by_record_type"].items()) or "none"
+    by_layout = ", ".join(f"{k} {v:,}" for k, v in records["by_layout"].items()) or "none"
+    lines.append(f"  share-state records: {by_type}; layouts: {by_layout}")
+    lines.append(
+        f"  share-partitions: {records['share_partitions']:,}; groups: {records['groups']:,}"
+    )
+    if "share_group_records" in summary:
+        groups = summary["share_group_records"]
+        lines.append(f"  share groups in __consumer_offsets: {groups['share_groups']:,}")
+    quarantine = summary["quarantine"]
+    kinds = ", ".join(f"{k} {v:,}" for k, v in quarantine["by_reason_kind"].items())
+    lines.append(f"  quarantined: {quarantine['rows']:,}" + (f" ({kinds})" if kinds else ""))
+    return "\n".join(lines)
+
+
+def _write_summary_file(output: str, summary: dict[str, Any]) -> None:
+    parsed = urlparse(output)
+    if parsed.scheme not in ("", "file"):
+        return  # remote outputs get the run_summary table only
+    folder = parsed.path if parsed.scheme == "file" else output
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "run_summary.json"), "w", encoding="utf-8") as handle:
+        json.dump(summary, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+
+
+def main(spark: SparkSession, config: JobConfig) -> dict[str, Any]:
+    """Run the job: read and decode the exports, write every table, print the summary."""
+    if config.output is None:
+        raise InvalidConfigError("--output is required to write tables")
+    results = compute(spark, config)
+    try:
+        for name, df in results.tables().items():
+            log.info("writing %s", name)
+            write_table(df, f"{config.output.rstrip('/')}/{name}", config.output_format)
+        summary = summarize(results)
+    finally:
+        results.unpersist()
+    summary["run_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    summary_df = spark.createDataFrame(
+        [(summary["run_at"], json.dumps(summary, sort_keys=True))],
+        "run_at string, summary_json string",
+    )
+    write_table(summary_df, f"{config.output.rstrip('/')}/run_summary", config.output_format)
+    _write_summary_file(config.output, summary)
+    print(format_summary(summary))
+    return summary

@@ -1,0 +1,80 @@
+"""Building a local Spark session for the command line, `make run`, tests and the benchmark.
+
+Library code never builds a session: it takes one. This module is for entry points that
+run outside `spark-submit` and outside a notebook. Under `spark-submit` (or wherever a
+session already exists) the existing session is used as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from sharestate.errors import InvalidConfigError
+
+#: Where set-up puts the Delta and Kafka-connector jars (see scripts/fetch_jars.sh).
+DEFAULT_JARS_DIR = ".jars"
+DEFAULT_SPARK_CONF = "conf/spark-defaults.conf"
+
+
+def read_spark_defaults(path: str | Path) -> dict[str, str]:
+    """Parse a `spark-defaults.conf`-style file: `key value` per line, `#` comments."""
+    conf: dict[str, str] = {}
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidConfigError(f"Spark config file {path}: no such file") from None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split(None, 1)
+        if len(parts) != 2:
+            raise InvalidConfigError(f"{path}:{number}: expected 'key value', got {raw!r}")
+        conf[parts[0]] = parts[1].strip()
+    return conf
+
+
+def under_spark_submit() -> bool:
+    """True when a JVM was started for us (spark-submit, pyspark shell)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def local_session(
+    *,
+    app_name: str = "sharestate",
+    conf: Mapping[str, str] | None = None,
+    conf_file: str | Path | None = None,
+    jars_dir: str | Path | None = None,
+) -> SparkSession:
+    """The active session if there is one; else a new local one configured from `conf_file`
+    (default `conf/spark-defaults.conf` if present), `conf`, and the jars in `jars_dir`."""
+    active = SparkSession.getActiveSession()
+    if active is not None or under_spark_submit():
+        return active or SparkSession.builder.getOrCreate()
+    settings: dict[str, str] = {"spark.master": "local[*]", "spark.app.name": app_name}
+    if conf_file is None and Path(DEFAULT_SPARK_CONF).is_file():
+        conf_file = DEFAULT_SPARK_CONF
+    if conf_file is not None:
+        settings.update(read_spark_defaults(conf_file))
+    settings.update(conf or {})
+    jars = sorted(
+        Path(jars_dir or os.environ.get("SHARESTATE_JARS", DEFAULT_JARS_DIR)).glob("*.jar")
+    )
+    if jars:
+        settings["spark.jars"] = ",".join(str(j.resolve()) for j in jars)
+    if any(j.name.startswith("delta-spark") for j in jars):
+        settings.setdefault("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        settings.setdefault(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
+    # Python workers must run the interpreter that has this package and pyarrow.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

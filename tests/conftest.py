@@ -1,0 +1,43 @@
+"""Shared fixtures: one local Spark session for the whole run, paths to test data."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """A local[2] session with the Delta and Kafka jars set-up put in .jars/."""
+    os.environ["SPARK_TESTING"] = "1"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from sharestate.session import local_session
+
+    session = local_session(
+        app_name="sharestate-tests",
+        conf_file=ROOT / "conf" / "spark-defaults.conf",
+        conf={
+            "spark.master": "local[2]",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.ui.enabled": "false",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.driver.memory": "2g",
+        },
+        jars_dir=ROOT / ".jars",
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def golden_dir() -> Path:
+    return GOLDEN

@@ -1,0 +1,155 @@
+"""The job as users run it: console command, config file, output tables, spark-submit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from sharestate import cli
+from sharestate.config import build_config, read_config_file
+from sharestate.errors import InvalidConfigError
+from sharestate.sample import SampleSpec, write_sample
+
+pytestmark = pytest.mark.spark
+ROOT = Path(__file__).resolve().parent.parent
+TABLES = ("share_state_records", "share_group_records", "quarantine", "run_summary")
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("sample")
+    write_sample(root, SampleSpec(steps=30))
+    return root
+
+
+@pytest.mark.parametrize("output_format", ["delta", "parquet"])
+def test_replay_writes_every_table(
+    spark: SparkSession, sample: Path, tmp_path: Path, output_format: str
+) -> None:
+    out = tmp_path / "out"
+    code = cli.main(
+        [
+            "replay",
+            "--share-state",
+            str(sample / "share_state"),
+            "--consumer-offsets",
+            str(sample / "consumer_offsets"),
+            "--output",
+            str(out),
+            "--output-format",
+            output_format,
+        ]
+    )
+    assert code == 0
+    for table in TABLES:
+        assert spark.read.format(output_format).load(str(out / table)).count() > 0, table
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["inputs"]["share_state"]["reconciled"]
+    decoded = spark.read.format(output_format).load(str(out / "share_state_records"))
+    assert decoded.count() == summary["inputs"]["share_state"]["decoded"]
+    batches_type = dict(decoded.dtypes)["state_batches"]
+    assert batches_type == (
+        "array<struct<first_offset:bigint,last_offset:bigint,delivery_state:int,delivery_count:int>>"
+    )
+
+
+def test_option_errors_are_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert (
+        cli.main(
+            ["replay", "--share-state", "x", "--output", str(tmp_path), "--kafka-version", "3.9"]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "share groups (KIP-932) first shipped in Kafka 4.0" in err
+    assert cli.main(["replay", "--share-state", "x"]) == 2
+    assert "--output is required" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["replay", "--output-format", "csv"])
+    assert exit_info.value.code == 2
+
+
+def test_missing_input_is_one_line_and_exit_2(
+    spark: SparkSession, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code = cli.main(
+        ["replay", "--share-state", str(tmp_path / "missing"), "--output", str(tmp_path / "o")]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("sharestate: error: --share-state") or "no such file" in err
+    assert "\n" not in err
+
+
+def test_config_file_with_command_line_override(tmp_path: Path) -> None:
+    example = read_config_file(ROOT / "conf" / "sharestate.example.toml")
+    config = build_config(example, {"output_format": "parquet", "delivery_count_limit": None})
+    assert (config.output_format, config.delivery_count_limit) == ("parquet", 5)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('share_state = "x"\nshare_stat = "typo"\n')
+    with pytest.raises(InvalidConfigError, match="unknown key\\(s\\) share_stat"):
+        read_config_file(bad)
+
+
+def test_spark_submit_runs_the_job_script(sample: Path, tmp_path: Path) -> None:
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    jars = ",".join(str(p) for p in sorted((ROOT / ".jars").glob("*.jar")))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    out = tmp_path / "submitted"
+    result = subprocess.run(
+        [
+            str(spark_submit),
+            "--master",
+            "local[2]",
+            "--jars",
+            jars,
+            "--conf",
+            "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
+            "--conf",
+            "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.sql.shuffle.partitions=2",
+            str(ROOT / "jobs" / "replay_share_state.py"),
+            "--share-state",
+            str(sample / "share_state"),
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "sharestate run summary" in result.stdout
+    assert (out / "share_state_records" / "_delta_log").is_dir()
+    bad = subprocess.run(
+        [
+            str(spark_submit),
+            "--master",
+            "local[1]",
+            str(ROOT / "jobs" / "replay_share_state.py"),
+            "--share-state",
+            str(sample / "share_state"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert bad.returncode == 2
+    # spark-submit's PythonRunner merges the script's stderr into its stdout.
+    assert "--output is required" in bad.stdout + bad.stderr
