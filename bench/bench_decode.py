@@ -142,11 +142,11 @@ def main() -> None:
     print(f"data: {args.records:,} records in {data} ({prepared:.1f}s to prepare)")
 
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
     from sharestate import spark_decode
     from sharestate.records import decode_share_state
     from sharestate.session import local_session
+    from sharestate.tables import SHARE_STATE_RESULT_FIELDS
 
     largest = max(p.stat().st_size for p in data.glob("*.parquet"))
     spark = local_session(
@@ -169,40 +169,15 @@ def main() -> None:
     def ours() -> None:
         spark_decode.decode_share_state(df).all_rows.write.format("noop").mode("overwrite").save()
 
-    batch_type = T.ArrayType(
-        T.StructType(
-            [
-                T.StructField("first_offset", T.LongType()),
-                T.StructField("last_offset", T.LongType()),
-                T.StructField("delivery_state", T.IntegerType()),
-                T.StructField("delivery_count", T.IntegerType()),
-            ]
-        )
-    )
-    row_type = T.StructType(
-        [
-            T.StructField("record_type", T.StringType()),
-            T.StructField("group_id", T.StringType()),
-            T.StructField("topic_id", T.StringType()),
-            T.StructField("partition", T.IntegerType()),
-            T.StructField("snapshot_epoch", T.IntegerType()),
-            T.StructField("state_epoch", T.IntegerType()),
-            T.StructField("leader_epoch", T.IntegerType()),
-            T.StructField("start_offset", T.LongType()),
-            T.StructField("create_timestamp", T.LongType()),
-            T.StructField("write_timestamp", T.LongType()),
-            T.StructField("delivery_complete_count", T.IntegerType()),
-            T.StructField("state_batches", batch_type),
-            T.StructField("layout", T.StringType()),
-            T.StructField("decode_error", T.StringType()),
-        ]
-    )
+    # The naive UDF returns exactly what our decoder returns, same types.
+    row_type = spark_decode.spark_type(SHARE_STATE_RESULT_FIELDS)
+    n_fields = len(SHARE_STATE_RESULT_FIELDS)
 
     def decode_row(key: bytes | None, value: bytes | None) -> tuple[Any, ...]:
         try:
             row = decode_share_state(key, value)
         except Exception as err:
-            return (None,) * 13 + (str(err),)
+            return (*(None,) * (n_fields - 1), str(err))
         return (*(row[f.name] for f in row_type.fields[:-1]), None)
 
     naive_udf = F.udf(decode_row, row_type, useArrow=False)

@@ -28,5 +28,9 @@ class InputSchemaError(InputError):
     """The input exists but does not have the Kafka-record schema."""
 
 
+class SparkSetupError(UsageError):
+    """The Spark session lacks something the run needs (e.g. Delta Lake's jar)."""
+
+
 class DecodeError(SharestateError):
     """A record's bytes cannot be decoded. The message is the quarantine reason."""

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sharestate.errors import InputError, InputSchemaError
+from sharestate.errors import InputError, InputSchemaError, SparkSetupError
 
 #: Column -> accepted types (the first is the contract's; integer widths are widened).
 REQUIRED_COLUMNS: Final[dict[str, tuple[type[T.DataType], ...]]] = {
@@ -133,7 +133,11 @@ def read_export(
     try:
         df = spark.read.format(fmt).load(path)
         df.schema  # noqa: B018 - force resolution so a bad path fails here, with its name
-    except AnalysisException as err:
+    except Exception as err:
+        if fmt == "delta" and _is_missing_source(err, "delta"):
+            raise SparkSetupError(f"{what} {path} is a Delta table. {_DELTA_MISSING}") from None
+        if not isinstance(err, AnalysisException):
+            raise
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InputError(f"{what} {path}: cannot be read as {fmt}: {first_line}") from None
     return Export(check_schema(df, what, path), fmt, path)
@@ -144,8 +148,25 @@ def deduplicate(df: DataFrame) -> DataFrame:
     return df.dropDuplicates(["topic", "partition", "offset"])
 
 
+_DELTA_MISSING: Final = (
+    "Delta Lake is not available in this Spark session: add the jar "
+    "io.delta:delta-spark_4.2_2.13:4.4.0 (spark-submit --jars/--packages; `make setup` puts it "
+    "in .jars/ for local runs), or use parquet"
+)
+
+
+def _is_missing_source(err: Exception, fmt: str) -> bool:
+    text = str(err)
+    return "DATA_SOURCE_NOT_FOUND" in text or f"Failed to find the data source: {fmt}" in text
+
+
 def write_table(df: DataFrame, path: str, output_format: str) -> None:
     writer = df.write.format(output_format).mode("overwrite")
     if output_format == "delta":
         writer = writer.option("overwriteSchema", "true")
-    writer.save(path)
+    try:
+        writer.save(path)
+    except Exception as err:
+        if output_format == "delta" and _is_missing_source(err, "delta"):
+            raise SparkSetupError(f"--output-format delta: {_DELTA_MISSING}") from None
+        raise

@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
+from pyspark.sql.types import DataType
 
 from sharestate.arrow_decode import decode_group_arrays, decode_share_state_arrays
 from sharestate.records import REASON_KINDS, group_layouts, share_state_layouts
@@ -53,6 +54,12 @@ def _reason_kind(reason: Column) -> Column:
     for word in reversed(REASON_KINDS):
         kind = F.when(reason.startswith(word), F.lit(word)).otherwise(kind)
     return kind
+
+
+def spark_type(fields: list[pa.Field]) -> DataType:
+    """The Spark struct type of a list of Arrow fields."""
+    converted: DataType = from_arrow_type(pa.struct(fields))
+    return converted
 
 
 def _output_schema(result_fields: list[pa.Field]) -> pa.Schema:
