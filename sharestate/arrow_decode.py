@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from numpy.lib.stride_tricks import sliding_window_view
 
 from sharestate import schemas as s
@@ -101,6 +102,18 @@ def _topic_ids(matrix: np.ndarray) -> pa.Array:
     chars = encoded.reshape(n, 24)[:, :22]
     offsets = np.arange(0, 22 * n + 1, 22, dtype=np.int32)
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes()))
+
+
+def _group_ids(
+    key: pa.Array, rows: np.ndarray, kdata: np.ndarray, kpos: np.ndarray, glen: np.ndarray
+) -> pa.Array:
+    """GroupId of fast-path keys: the bytes between the 4-byte head and the 20-byte tail."""
+    picked = key if len(rows) == len(key) else key.take(pa.array(rows, type=pa.int64()))
+    sliced = pc.binary_slice(picked, 4, -20)
+    try:
+        return sliced.cast(pa.string())
+    except pa.ArrowInvalid:  # malformed UTF-8: replace it as Java does
+        return _strings(kdata, kpos + 4, glen)
 
 
 def _labels(names: Sequence[str], codes: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
@@ -255,7 +268,7 @@ def _fast_share_state(
 
     columns: dict[str, pa.Array] = {
         "record_type": record_type,
-        "group_id": _strings(kdata, kpos_t + 4, glen_t),
+        "group_id": _group_ids(key, rows, kdata, kpos_t, glen_t),
         "topic_id": _topic_ids(key_tail),
         "partition": pa.array(_field(key_tail, 16, ">i4")),
         "snapshot_epoch": masked(snapshot_epoch, live_t, pa.int32()),
