@@ -1,0 +1,200 @@
+"""Replay: decoded `share_state_records` -> the state Kafka's share coordinator holds.
+
+Distributed, with nothing proportional to the data on the driver:
+
+1. A window over each share-partition (group_id, topic_id, partition), in log order
+   (source_partition, source_offset), numbers its *segments*: a snapshot replaces the state
+   and a tombstone deletes it, so each starts a segment whose states do not depend on
+   anything before it. Segment 0 holds records before the first snapshot the export has
+   (an export that starts after Kafka pruned the log).
+2. Each (share-partition, segment) is folded in Python (`applyInArrow`), record by record
+   with `sharestate.state.apply_record`; segments are at most as long as the run of
+   updates between two snapshots, so hot share-partitions spread over many tasks.
+3. The last state of each share-partition's last segment is `share_partition_state`;
+   every state is a row of `share_partition_history`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from sharestate.state import (
+    ACKNOWLEDGED,
+    ACQUIRED,
+    ARCHIVED,
+    AVAILABLE,
+    ShareState,
+    apply_record,
+    effective_start_offset,
+    offsets_by_state,
+)
+from sharestate.tables import STATE_BATCHES_TYPE
+
+KEY: Final = ("group_id", "topic_id", "partition")
+LOG_ORDER: Final = ("source_partition", "source_offset")
+COUNT_COLUMNS: Final = {
+    "available_offsets": AVAILABLE,
+    "acquired_offsets": ACQUIRED,
+    "acknowledged_offsets": ACKNOWLEDGED,
+    "archived_offsets": ARCHIVED,
+}
+
+#: One row per applied record: the state after it.
+HISTORY_FIELDS: Final = [
+    pa.field("group_id", pa.string()),
+    pa.field("topic_id", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("segment", pa.int64()),
+    pa.field("source_partition", pa.int32()),
+    pa.field("source_offset", pa.int64()),
+    pa.field("source_timestamp", pa.timestamp("us", tz="UTC")),
+    pa.field("record_type", pa.string()),
+    pa.field("deleted", pa.bool_()),
+    pa.field("start_offset", pa.int64()),
+    pa.field("effective_start_offset", pa.int64()),
+    pa.field("state_epoch", pa.int32()),
+    pa.field("leader_epoch", pa.int32()),
+    pa.field("snapshot_epoch", pa.int32()),
+    pa.field("create_timestamp", pa.int64()),
+    pa.field("write_timestamp", pa.int64()),
+    pa.field("delivery_complete_count", pa.int32()),
+    *[pa.field(name, pa.int64()) for name in COUNT_COLUMNS],
+    pa.field("state_batch_count", pa.int32()),
+    # Only on a segment's last record (the rest would repeat the batch lists).
+    pa.field("state_batches", STATE_BATCHES_TYPE),
+]
+_BATCHES_DDL: Final = (
+    "array<struct<first_offset:bigint,last_offset:bigint,delivery_state:int,delivery_count:int>>"
+)
+_FOLD_INPUT: Final = (
+    *KEY,
+    "segment",
+    *LOG_ORDER,
+    "source_timestamp",
+    "record_type",
+    "snapshot_epoch",
+    "state_epoch",
+    "leader_epoch",
+    "start_offset",
+    "create_timestamp",
+    "write_timestamp",
+    "delivery_complete_count",
+    "state_batches",
+)
+
+
+@dataclass(frozen=True)
+class Replayed:
+    history: DataFrame
+    state: DataFrame
+
+
+def _state_row(state: ShareState | None, record: Mapping[str, Any], last: bool) -> dict[str, Any]:
+    row: dict[str, Any] = {name: record[name] for name in (*KEY, "segment", *LOG_ORDER)}
+    row["source_timestamp"] = record["source_timestamp"]
+    row["record_type"] = record["record_type"]
+    row["deleted"] = state is None
+    if state is None:
+        return row
+    counts = offsets_by_state(state.batches)
+    row.update(
+        start_offset=state.start_offset,
+        effective_start_offset=effective_start_offset(state),
+        state_epoch=state.state_epoch,
+        leader_epoch=state.leader_epoch,
+        snapshot_epoch=state.snapshot_epoch,
+        create_timestamp=state.create_timestamp,
+        write_timestamp=state.write_timestamp,
+        delivery_complete_count=state.delivery_complete_count,
+        state_batch_count=len(state.batches),
+    )
+    for name, delivery_state in COUNT_COLUMNS.items():
+        row[name] = counts.get(delivery_state, 0)
+    if last:
+        row["state_batches"] = [
+            {"first_offset": f, "last_offset": la, "delivery_state": st, "delivery_count": c}
+            for f, la, st, c in state.batches
+        ]
+    return row
+
+
+def fold_segment(table: pa.Table) -> pa.Table:
+    """applyInArrow body: one (share-partition, segment), folded in log order."""
+    records = table.sort_by([(name, "ascending") for name in LOG_ORDER]).to_pylist()
+    rows = []
+    state: ShareState | None = None
+    for i, record in enumerate(records):
+        state = apply_record(state, record)
+        rows.append(_state_row(state, record, last=i == len(records) - 1))
+    return pa.Table.from_pylist(rows, schema=pa.schema(HISTORY_FIELDS))
+
+
+def with_segments(records: DataFrame) -> DataFrame:
+    """Number each share-partition's segments: a snapshot or tombstone starts one."""
+    in_log_order = (
+        Window.partitionBy(*KEY)
+        .orderBy(*LOG_ORDER)
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    starts = F.when(F.col("record_type").isin("snapshot", "tombstone"), 1).otherwise(0)
+    return records.withColumn("segment", F.sum(starts).over(in_log_order).cast("long"))
+
+
+def as_of(
+    records: DataFrame, *, source_offset: int | None = None, timestamp: datetime | None = None
+) -> DataFrame:
+    """The records a replay "as of" a point sees: those at or before `source_offset` (an
+    offset of the state-topic partitions) and/or at or before `timestamp`."""
+    if source_offset is not None:
+        records = records.filter(F.col("source_offset") <= F.lit(source_offset))
+    if timestamp is not None:
+        records = records.filter(F.col("source_timestamp") <= F.lit(timestamp))
+    return records
+
+
+def replay(records: DataFrame) -> Replayed:
+    """`share_partition_history` and `share_partition_state` from decoded records."""
+    history = (
+        with_segments(records)
+        .select(*_FOLD_INPUT)
+        .groupBy(*KEY, "segment")
+        .applyInArrow(fold_segment, from_arrow_schema(pa.schema(HISTORY_FIELDS)))
+    )
+    newest_first = Window.partitionBy(*KEY).orderBy(*[F.col(c).desc() for c in LOG_ORDER])
+    last = history.withColumn("_rank", F.row_number().over(newest_first)).filter("_rank = 1")
+    snapshots = (
+        records.filter(F.col("record_type") == "snapshot")
+        .groupBy(*KEY)
+        .agg(F.max(F.struct(*LOG_ORDER)).alias("_snapshot"))
+    )
+    state = last.join(snapshots, list(KEY), "left").select(
+        *KEY,
+        "deleted",
+        "start_offset",
+        "effective_start_offset",
+        "state_epoch",
+        "leader_epoch",
+        "snapshot_epoch",
+        "create_timestamp",
+        "write_timestamp",
+        "delivery_complete_count",
+        F.coalesce(
+            "state_batches",
+            F.array().cast(
+                "array<struct<first_offset:bigint,last_offset:bigint,delivery_state:int,delivery_count:int>>"
+            ),
+        ).alias("state_batches"),
+        *COUNT_COLUMNS,
+        F.col("source_partition").alias("last_source_partition"),
+        F.col("source_offset").alias("last_source_offset"),
+        F.col("_snapshot.source_offset").alias("last_snapshot_offset"),
+    )
+    return Replayed(history.drop("state_batches"), state)
