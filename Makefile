@@ -26,10 +26,10 @@ $(JARS)/.fetched: scripts/fetch_jars.sh
 
 setup: $(VENV)/.installed $(JARS)/.fetched ## virtualenv with the package, Delta and Kafka jars in .jars/
 
-run: setup ## generate sample exports and run the job on them (Spark local[*])
+run: setup ## generate sample exports, run the job on them (Spark local[*]), show the replayed state
 	$(PY) -m sharestate sample --output $(SAMPLE)
 	$(PY) -m sharestate replay --share-state $(SAMPLE)/share_state \
-		--consumer-offsets $(SAMPLE)/consumer_offsets --output $(OUT)
+		--consumer-offsets $(SAMPLE)/consumer_offsets --output $(OUT) --show 20
 
 lint: setup ## ruff and mypy
 	$(VENV)/bin/ruff check sharestate jobs tests bench

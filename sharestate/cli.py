@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         config = config_from_args(args)
         spark = local_session(conf_file=args.spark_conf)
-        run_job(spark, config)
+        run_job(spark, config, show=args.show)
         return 0
     except UsageError as err:
         print(f"sharestate: error: {err}", file=sys.stderr)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, fields
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -33,6 +34,8 @@ class JobConfig:
     delivery_count_limit: int = 5
     end_offsets: str | None = None
     mode: str = "full"
+    #: Replay only up to here: a state-topic offset (digits) or an ISO-8601 timestamp.
+    as_of: str | None = None
 
     def __post_init__(self) -> None:
         if not self.share_state:
@@ -48,6 +51,8 @@ class JobConfig:
         if self.mode not in MODES:
             raise InvalidConfigError(f"--mode {self.mode!r}: choose one of {', '.join(MODES)}")
         parse_kafka_version(self.kafka_version)
+        if self.as_of is not None:
+            self._as_of()
         if (
             isinstance(self.delivery_count_limit, bool)
             or not isinstance(self.delivery_count_limit, int)
@@ -57,6 +62,29 @@ class JobConfig:
                 f"--delivery-count-limit {self.delivery_count_limit!r}: expected a whole number"
                 " >= 1 (Kafka's group.share.delivery.count.limit, default 5)"
             )
+
+    def _as_of(self) -> int | datetime:
+        text = str(self.as_of).strip()
+        if text.isdigit():
+            return int(text)
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise InvalidConfigError(
+                f"--as-of {self.as_of!r}: expected a state-topic offset (e.g. 1234) or an "
+                "ISO-8601 timestamp (e.g. 2026-11-21T14:05:00Z)"
+            ) from None
+        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+    @property
+    def as_of_offset(self) -> int | None:
+        value = self._as_of() if self.as_of is not None else None
+        return value if isinstance(value, int) else None
+
+    @property
+    def as_of_timestamp(self) -> datetime | None:
+        value = self._as_of() if self.as_of is not None else None
+        return value if isinstance(value, datetime) else None
 
 
 CONFIG_KEYS: Final = tuple(f.name for f in fields(JobConfig))

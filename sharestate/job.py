@@ -64,6 +64,19 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         help="table of topic_id/topic, partition, end offset, for lag",
     )
     parser.add_argument("--mode", choices=MODES, help="default: full")
+    parser.add_argument(
+        "--as-of",
+        metavar="OFFSET|TIMESTAMP",
+        help="replay only records at or before this state-topic offset or "
+        "ISO-8601 timestamp (UTC unless it names a zone)",
+    )
+    parser.add_argument(
+        "--show",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print N rows of share_partition_state at the end",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> JobConfig:
@@ -78,6 +91,7 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
         "delivery_count_limit": args.delivery_count_limit,
         "end_offsets": args.end_offsets,
         "mode": args.mode,
+        "as_of": args.as_of,
     }
     config = build_config(file_values, overrides)
     if config.output is None:
@@ -116,6 +130,10 @@ def format_summary(summary: dict[str, Any]) -> str:
     lines.append(
         f"  share-partitions: {records['share_partitions']:,}; groups: {records['groups']:,}"
     )
+    state = summary["share_partition_state"]
+    lines.append(
+        f"  replayed share-partitions: {state['share_partitions']:,} ({state['deleted']:,} deleted)"
+    )
     if "share_group_records" in summary:
         groups = summary["share_group_records"]
         lines.append(f"  share groups in __consumer_offsets: {groups['share_groups']:,}")
@@ -136,7 +154,7 @@ def _write_summary_file(output: str, summary: dict[str, Any]) -> None:
         handle.write("\n")
 
 
-def main(spark: SparkSession, config: JobConfig) -> dict[str, Any]:
+def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any]:
     """Run the job: read and decode the exports, write every table, print the summary."""
     if config.output is None:
         raise InvalidConfigError("--output is required to write tables")
@@ -156,4 +174,18 @@ def main(spark: SparkSession, config: JobConfig) -> dict[str, Any]:
     write_table(summary_df, f"{config.output.rstrip('/')}/run_summary", config.output_format)
     _write_summary_file(config.output, summary)
     print(format_summary(summary))
+    if show:
+        shown = spark.read.format(config.output_format).load(
+            f"{config.output.rstrip('/')}/share_partition_state"
+        )
+        shown.select(
+            "group_id",
+            "topic_id",
+            "partition",
+            "deleted",
+            "start_offset",
+            "effective_start_offset",
+            "leader_epoch",
+            "state_batches",
+        ).orderBy("group_id", "topic_id", "partition").show(show, truncate=80)
     return summary

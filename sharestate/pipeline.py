@@ -1,6 +1,7 @@
 """The job's computation with nothing written: what a notebook calls.
 
-`compute(spark, config)` reads the exports, decodes them and returns the DataFrames;
+`compute(spark, config)` reads the exports, decodes and replays them and returns the
+DataFrames;
 `summarize(results)` counts what happened, including the row reconciliation
 (rows read = duplicates dropped + decoded + quarantined, for every input).
 """
@@ -17,6 +18,7 @@ from pyspark.sql import functions as F
 from sharestate import spark_decode
 from sharestate.config import JobConfig
 from sharestate.io import Export, deduplicate, read_export
+from sharestate.replay import as_of, replay
 from sharestate.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
 
 
@@ -25,6 +27,8 @@ class Results:
     """The run's tables as DataFrames, plus the inputs they came from (for counting)."""
 
     share_state_records: DataFrame
+    share_partition_state: DataFrame
+    share_partition_history: DataFrame
     share_group_records: DataFrame | None
     quarantine: DataFrame
     inputs: dict[str, Export] = field(default_factory=dict)
@@ -32,7 +36,11 @@ class Results:
 
     def tables(self) -> dict[str, DataFrame]:
         """Output table name -> DataFrame, in the order they are written."""
-        out = {"share_state_records": self.share_state_records}
+        out = {
+            "share_state_records": self.share_state_records,
+            "share_partition_state": self.share_partition_state,
+            "share_partition_history": self.share_partition_history,
+        }
         if self.share_group_records is not None:
             out["share_group_records"] = self.share_group_records
         out["quarantine"] = self.quarantine
@@ -50,7 +58,7 @@ def _decoded_and_cached(decoded: spark_decode.Decoded, cache: list[DataFrame]) -
 
 
 def compute(spark: SparkSession, config: JobConfig) -> Results:
-    """Read and decode the exports named in `config`; nothing is written."""
+    """Read, decode and replay the exports named in `config`; nothing is written."""
     share_state = read_export(
         spark,
         config.share_state,
@@ -79,7 +87,12 @@ def compute(spark: SparkSession, config: JobConfig) -> Results:
         _decoded_and_cached(groups, cached)
         group_records = groups.records
         quarantine = quarantine.unionByName(groups.quarantine)
-    return Results(state.records, group_records, quarantine, inputs, cached)
+    replayed = replay(
+        as_of(state.records, source_offset=config.as_of_offset, timestamp=config.as_of_timestamp)
+    )
+    return Results(
+        state.records, replayed.state, replayed.history, group_records, quarantine, inputs, cached
+    )
 
 
 def _count_by(df: DataFrame, column: str) -> dict[str, int]:
@@ -122,6 +135,11 @@ def summarize(results: Results) -> dict[str, Any]:
         "by_layout": _count_by(records.filter(F.col("layout").isNotNull()), "layout"),
         "share_partitions": records.select("group_id", "topic_id", "partition").distinct().count(),
         "groups": records.select("group_id").distinct().count(),
+    }
+    state = results.share_partition_state
+    summary["share_partition_state"] = {
+        "share_partitions": state.count(),
+        "deleted": state.filter(F.col("deleted")).count(),
     }
     if results.share_group_records is not None:
         groups = results.share_group_records

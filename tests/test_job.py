@@ -12,13 +12,20 @@ import pytest
 from pyspark.sql import SparkSession
 
 from sharestate import cli
-from sharestate.config import build_config, read_config_file
+from sharestate.config import JobConfig, build_config, read_config_file
 from sharestate.errors import InvalidConfigError
 from sharestate.sample import SampleSpec, write_sample
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parent.parent
-TABLES = ("share_state_records", "share_group_records", "quarantine", "run_summary")
+TABLES = (
+    "share_state_records",
+    "share_partition_state",
+    "share_partition_history",
+    "share_group_records",
+    "quarantine",
+    "run_summary",
+)
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +94,14 @@ def test_missing_input_is_one_line_and_exit_2(
     err = capsys.readouterr().err.strip()
     assert err.startswith("sharestate: error: --share-state") or "no such file" in err
     assert "\n" not in err
+
+
+def test_as_of_takes_an_offset_or_a_timestamp() -> None:
+    assert JobConfig(share_state="x", as_of="1234").as_of_offset == 1234
+    moment = JobConfig(share_state="x", as_of="2026-11-21T14:05:00").as_of_timestamp
+    assert moment is not None and moment.isoformat() == "2026-11-21T14:05:00+00:00"
+    with pytest.raises(InvalidConfigError, match="--as-of 'yesterday'"):
+        JobConfig(share_state="x", as_of="yesterday")
 
 
 def test_config_file_with_command_line_override(tmp_path: Path) -> None:
