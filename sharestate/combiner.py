@@ -9,12 +9,15 @@ The rules, all of which change the resulting *list* (not only the per-offset vie
 2. With a start offset other than -1, batches ending below it are dropped and a batch
    straddling it is cut to start there.
 3. Fewer than two batches left: returned as they are, unsorted.
-4. Otherwise they go into a sorted set ordered by (first, last, count, state), so exact
-   duplicates collapse. Repeatedly, the first pair of neighbours that overlap, or touch with
-   equal (count, state), is replaced by its resolution; every batch before that pair is
-   final. Between two batches the higher (count, state) wins where they overlap: a higher
-   delivery count wins, then the higher state byte (Archived 4 > Acknowledged 2 >
-   Acquired 1 > Available 0). It is priority, not arrival order.
+4. Where batches overlap, the higher (count, state) wins: a higher delivery count wins,
+   then the higher state byte (Archived 4 > Acknowledged 2 > Acquired 1 > Available 0).
+   It is priority, not arrival order.
+5. How the result is cut into batches depends on the release. Kafka 4.0-4.3 put the
+   batches in a sorted set ordered by (first, last, count, state), so exact duplicates
+   collapse, and repeatedly replace the first pair of neighbours that overlap, or touch with
+   equal (count, state), by its resolution; every batch before that pair is final, so two
+   equal batches that only become neighbours later stay apart. Kafka 4.4 sweeps the
+   offsets and always joins touching runs with the same winner.
 """
 
 from __future__ import annotations
@@ -23,6 +26,11 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Sequence
 
 Batch = tuple[int, int, int, int]  # first, last, state, count
+#: Kafka 4.4 replaced the pairwise merge by a sweep over the offsets (same offsets win,
+#: but adjacent equal batches now always coalesce).
+SWEEP_SINCE = (4, 4)
+_LONG_MAX = 2**63 - 1
+LATEST = (4, 4)
 # Sort key of Kafka's TreeSet: first, last, count, state.
 _Sorted = tuple[int, int, int, int]
 
@@ -85,11 +93,66 @@ def _first_mergeable(batches: list[_Sorted], start: int) -> int:
     return -1
 
 
-def combine(current: Sequence[Batch], new: Sequence[Batch], start_offset: int) -> list[Batch]:
-    """Kafka's combined batch list for `current` + `new` at `start_offset`."""
+def combine(
+    current: Sequence[Batch],
+    new: Sequence[Batch],
+    start_offset: int,
+    kafka: tuple[int, int] = LATEST,
+) -> list[Batch]:
+    """The combined batch list Kafka release `kafka` (major, minor) makes of `current` +
+    `new` at `start_offset`."""
     combined = prune([*current, *new], start_offset)
     if len(combined) < 2:
         return combined
+    if kafka >= SWEEP_SINCE:
+        return _sweep(combined)
+    return _pairwise(combined)
+
+
+def _next_offset(offset: int) -> int:
+    """offset + 1 in Java's long arithmetic (Long.MAX_VALUE + 1 wraps to Long.MIN_VALUE)."""
+    return offset + 1 if offset < _LONG_MAX else -_LONG_MAX - 1
+
+
+def _sweep(batches: list[Batch]) -> list[Batch]:
+    """Kafka 4.4+: every offset takes the highest (count, state) of the batches covering
+    it; runs of offsets with the same winner and no gap form one batch."""
+    events = sorted(
+        [(first, 1, (count, state)) for first, _, state, count in batches]
+        + [(_next_offset(last), 0, (count, state)) for _, last, state, count in batches]
+    )
+    active: dict[tuple[int, int], int] = {}
+    out: list[Batch] = []
+    current: tuple[int, int] | None = None
+    previous = 0
+    i = 0
+    while i < len(events):
+        offset = events[i][0]
+        if current is not None and offset > previous:
+            count, state = current
+            if out and out[-1][1] + 1 == previous and (out[-1][3], out[-1][2]) == current:
+                out[-1] = (out[-1][0], offset - 1, state, count)
+            else:
+                out.append((previous, offset - 1, state, count))
+        while i < len(events) and events[i][0] == offset:
+            _, begins, priority = events[i]
+            if begins:
+                active[priority] = active.get(priority, 0) + 1
+            elif priority not in active:
+                # A batch ending before it starts; Kafka's combiner fails on it too.
+                raise ValueError(f"state batch ends before it starts (at offset {offset - 1})")
+            elif active[priority] == 1:
+                del active[priority]
+            else:
+                active[priority] -= 1
+            i += 1
+        current = max(active) if active else None
+        previous = offset
+    return out
+
+
+def _pairwise(combined: list[Batch]) -> list[Batch]:
+    """Kafka 4.0-4.3: resolve the first mergeable pair of a sorted set until none is left."""
     work = sorted({(f, last, c, st) for f, last, st, c in combined})
     done = 0  # work[:done] is final: nothing after it can merge with it
     while True:

@@ -16,8 +16,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sharestate import spark_decode
+from sharestate.combiner import LATEST
 from sharestate.config import JobConfig
 from sharestate.io import Export, deduplicate, read_export
+from sharestate.records import parse_kafka_version
 from sharestate.replay import as_of, replay
 from sharestate.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
 
@@ -88,7 +90,8 @@ def compute(spark: SparkSession, config: JobConfig) -> Results:
         group_records = groups.records
         quarantine = quarantine.unionByName(groups.quarantine)
     replayed = replay(
-        as_of(state.records, source_offset=config.as_of_offset, timestamp=config.as_of_timestamp)
+        as_of(state.records, source_offset=config.as_of_offset, timestamp=config.as_of_timestamp),
+        parse_kafka_version(config.kafka_version) or LATEST,
     )
     return Results(
         state.records, replayed.state, replayed.history, group_records, quarantine, inputs, cached

@@ -16,7 +16,7 @@ Distributed, with nothing proportional to the data on the driver:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from sharestate.combiner import LATEST
 from sharestate.state import (
     ACKNOWLEDGED,
     ACQUIRED,
@@ -126,15 +127,23 @@ def _state_row(state: ShareState | None, record: Mapping[str, Any], last: bool) 
     return row
 
 
-def fold_segment(table: pa.Table) -> pa.Table:
+def fold_segment(kafka: tuple[int, int], table: pa.Table) -> pa.Table:
     """applyInArrow body: one (share-partition, segment), folded in log order."""
     records = table.sort_by([(name, "ascending") for name in LOG_ORDER]).to_pylist()
     rows = []
     state: ShareState | None = None
     for i, record in enumerate(records):
-        state = apply_record(state, record)
+        state = apply_record(state, record, kafka)
         rows.append(_state_row(state, record, last=i == len(records) - 1))
     return pa.Table.from_pylist(rows, schema=pa.schema(HISTORY_FIELDS))
+
+
+def _segment_folder(kafka: tuple[int, int]) -> Callable[[pa.Table], pa.Table]:
+    # A plain function with type hints: pyspark reads them to choose the Arrow API.
+    def fold(table: pa.Table) -> pa.Table:
+        return fold_segment(kafka, table)
+
+    return fold
 
 
 def with_segments(records: DataFrame) -> DataFrame:
@@ -160,13 +169,14 @@ def as_of(
     return records
 
 
-def replay(records: DataFrame) -> Replayed:
-    """`share_partition_history` and `share_partition_state` from decoded records."""
+def replay(records: DataFrame, kafka: tuple[int, int] = LATEST) -> Replayed:
+    """`share_partition_history` and `share_partition_state` from decoded records, as Kafka
+    release `kafka` (major, minor) replays them (the releases merge batches differently)."""
     history = (
         with_segments(records)
         .select(*_FOLD_INPUT)
         .groupBy(*KEY, "segment")
-        .applyInArrow(fold_segment, from_arrow_schema(pa.schema(HISTORY_FIELDS)))
+        .applyInArrow(_segment_folder(kafka), from_arrow_schema(pa.schema(HISTORY_FIELDS)))
     )
     newest_first = Window.partitionBy(*KEY).orderBy(*[F.col(c).desc() for c in LOG_ORDER])
     last = history.withColumn("_rank", F.row_number().over(newest_first)).filter("_rank = 1")

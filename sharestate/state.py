@@ -6,11 +6,12 @@ Replay does no fencing and no validation: every record is applied as it is.
 * ShareSnapshot: the value becomes the state, verbatim (batches are not re-merged).
 * ShareSnapshot tombstone: the share-partition is deleted; a later record starts afresh.
 * ShareUpdate with no state (the export starts after pruning, or after a tombstone): the
-  update becomes the state as it is, with state epoch 0 and timestamps 0.
+  update becomes the state as it is, with state epoch 0 and timestamps 0 (4.0: state
+  epoch -1, no timestamps).
 * ShareUpdate on a state: start offset and leader epoch are replaced unless -1; snapshot
   epoch, state epoch and timestamps are kept; the batches are combined
   (`sharestate.combiner.combine`) at the new start offset; the delivery-complete count is
-  the update's.
+  the update's (4.2+; -1 when the record leaves the tag out).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sharestate.combiner import Batch, combine
+from sharestate.combiner import LATEST, Batch, combine
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
 TERMINAL = (ACKNOWLEDGED, ARCHIVED)
@@ -31,9 +32,9 @@ class ShareState:
     state_epoch: int
     leader_epoch: int
     snapshot_epoch: int
-    create_timestamp: int
-    write_timestamp: int
-    delivery_complete_count: int | None
+    create_timestamp: int | None  # None: Kafka 4.0 keeps no timestamps
+    write_timestamp: int | None
+    delivery_complete_count: int | None  # None before 4.2
     batches: tuple[Batch, ...]
 
 
@@ -51,8 +52,19 @@ def _batches(record: Mapping[str, Any]) -> tuple[Batch, ...]:
     return tuple(out)
 
 
-def apply_record(state: ShareState | None, record: Mapping[str, Any]) -> ShareState | None:
-    """The state after `record` (a row of `share_state_records`); None = no state."""
+def _delivery_complete_count(record: Mapping[str, Any], kafka: tuple[int, int]) -> int | None:
+    # 4.2+ holds -1 ("unknown") when the tag is not on the wire; earlier releases have no field.
+    if kafka < (4, 2):
+        return None
+    value: int | None = record["delivery_complete_count"]
+    return -1 if value is None else value
+
+
+def apply_record(
+    state: ShareState | None, record: Mapping[str, Any], kafka: tuple[int, int] = LATEST
+) -> ShareState | None:
+    """The state after `record` (a row of `share_state_records`) as Kafka release `kafka`
+    replays it; None = no state."""
     kind = record["record_type"]
     if kind == "tombstone":
         return None
@@ -62,20 +74,22 @@ def apply_record(state: ShareState | None, record: Mapping[str, Any]) -> ShareSt
             state_epoch=record["state_epoch"],
             leader_epoch=record["leader_epoch"],
             snapshot_epoch=record["snapshot_epoch"],
-            create_timestamp=record["create_timestamp"] or 0,
-            write_timestamp=record["write_timestamp"] or 0,
-            delivery_complete_count=record["delivery_complete_count"],
+            create_timestamp=record["create_timestamp"],
+            write_timestamp=record["write_timestamp"],
+            delivery_complete_count=_delivery_complete_count(record, kafka),
             batches=_batches(record),
         )
     if state is None:
+        # Kafka 4.0 builds this state with state epoch -1 and has no timestamps.
+        early_access = kafka < (4, 1)
         return ShareState(
             start_offset=record["start_offset"],
-            state_epoch=0,
+            state_epoch=-1 if early_access else 0,
             leader_epoch=record["leader_epoch"],
             snapshot_epoch=record["snapshot_epoch"],
-            create_timestamp=0,
-            write_timestamp=0,
-            delivery_complete_count=record["delivery_complete_count"],
+            create_timestamp=None if early_access else 0,
+            write_timestamp=None if early_access else 0,
+            delivery_complete_count=_delivery_complete_count(record, kafka),
             batches=_batches(record),
         )
     start = state.start_offset if record["start_offset"] == -1 else record["start_offset"]
@@ -84,17 +98,19 @@ def apply_record(state: ShareState | None, record: Mapping[str, Any]) -> ShareSt
         state,
         start_offset=start,
         leader_epoch=leader,
-        delivery_complete_count=record["delivery_complete_count"],
-        batches=tuple(combine(state.batches, _batches(record), start)),
+        delivery_complete_count=_delivery_complete_count(record, kafka),
+        batches=tuple(combine(state.batches, _batches(record), start, kafka)),
     )
 
 
 def fold(
-    records: Iterable[Mapping[str, Any]], state: ShareState | None = None
+    records: Iterable[Mapping[str, Any]],
+    state: ShareState | None = None,
+    kafka: tuple[int, int] = LATEST,
 ) -> ShareState | None:
     """Apply records in log order (the reference replay, record at a time)."""
     for record in records:
-        state = apply_record(state, record)
+        state = apply_record(state, record, kafka)
     return state
 
 
