@@ -9,7 +9,7 @@ OUT    := out
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SHARESTATE_JARS := $(abspath $(JARS))
 
-.PHONY: help setup run test lint fmt golden bench dist clean
+.PHONY: help setup run test lint fmt golden replay-corpus bench dist clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -43,6 +43,9 @@ test: setup lint ## lint, then every test (golden files are committed; no Maven 
 
 golden: ## regenerate tests/golden/ with Kafka's own classes (needs Maven and Java 17)
 	bash tests/kafka_harness/generate_golden.sh
+
+replay-corpus: ## regenerate tests/replay_corpus/ with Kafka's own ShareCoordinatorShard (needs Maven and Java 17)
+	bash tests/kafka_harness/generate_replay_corpus.sh
 
 bench: setup ## decode benchmark: scan vs our decode vs a row-at-a-time UDF (N=2000000)
 	$(PY) bench/bench_decode.py --records $${N:-2000000}

@@ -155,10 +155,18 @@ def _pairwise(combined: list[Batch]) -> list[Batch]:
     """Kafka 4.0-4.3: resolve the first mergeable pair of a sorted set until none is left."""
     work = sorted({(f, last, c, st) for f, last, st, c in combined})
     done = 0  # work[:done] is final: nothing after it can merge with it
+    # Kafka 4.0-4.3 never finish on some impossible input (a batch ending before it starts,
+    # overlapping another); stop with an error where Kafka would spin.
+    budget = 4 * len(work) ** 2 + 64
     while True:
         i = _first_mergeable(work, done)
         if i < 0:
             break
+        budget -= 1
+        if budget < 0:
+            raise ValueError(
+                "state batches that Kafka 4.0-4.3 cannot merge (a batch ends before it starts)"
+            )
         done = i
         prev, cand = work[i], work[i + 1]
         del work[i : i + 2]

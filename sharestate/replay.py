@@ -71,6 +71,8 @@ HISTORY_FIELDS: Final = [
     pa.field("state_batch_count", pa.int32()),
     # Only on a segment's last record (the rest would repeat the batch lists).
     pa.field("state_batches", STATE_BATCHES_TYPE),
+    # Set when the record could not be applied (the state is left as it was).
+    pa.field("replay_error", pa.string()),
 ]
 _BATCHES_DDL: Final = (
     "array<struct<first_offset:bigint,last_offset:bigint,delivery_state:int,delivery_count:int>>"
@@ -133,8 +135,14 @@ def fold_segment(kafka: tuple[int, int], table: pa.Table) -> pa.Table:
     rows = []
     state: ShareState | None = None
     for i, record in enumerate(records):
-        state = apply_record(state, record, kafka)
-        rows.append(_state_row(state, record, last=i == len(records) - 1))
+        error = None
+        try:
+            state = apply_record(state, record, kafka)
+        except ValueError as err:  # impossible batches: Kafka's own load would fail here
+            error = str(err)
+        row = _state_row(state, record, last=i == len(records) - 1)
+        row["replay_error"] = error
+        rows.append(row)
     return pa.Table.from_pylist(rows, schema=pa.schema(HISTORY_FIELDS))
 
 
@@ -206,5 +214,6 @@ def replay(records: DataFrame, kafka: tuple[int, int] = LATEST) -> Replayed:
         F.col("source_partition").alias("last_source_partition"),
         F.col("source_offset").alias("last_source_offset"),
         F.col("_snapshot.source_offset").alias("last_snapshot_offset"),
+        "replay_error",
     )
     return Replayed(history.drop("state_batches"), state)

@@ -11,7 +11,10 @@ import java.util.Properties;
 /**
  * Entry point of the Kafka harness. Subcommands:
  * <pre>
- *   golden &lt;outdir&gt;   write share_group_state.jsonl and consumer_offsets.jsonl into outdir
+ *   golden &lt;outdir&gt;                                  share_group_state.jsonl and consumer_offsets.jsonl
+ *   replay-corpus &lt;outdir&gt; --seed S --sequences N    corpus.jsonl.gz + corpus_stats.json (ShareCoordinatorShard)
+ *   combiner &lt;outdir&gt; --seed S [--cases N]           combiner.jsonl.gz (PersisterStateBatchCombiner)
+ *   replay-bench &lt;corpus-or-records-file&gt; [--warmup W] [--passes P]   Kafka's replay rate, JSON on stdout
  * </pre>
  * Run with exactly one Kafka release's jars on the classpath. If the system property
  * {@code sharestate.kafka.version} is set, the Kafka version on the classpath must match it.
@@ -33,6 +36,15 @@ public final class Main {
             case "golden":
                 golden(kafkaVersion, rest);
                 break;
+            case "replay-corpus":
+                replayCorpus(kafkaVersion, rest);
+                break;
+            case "combiner":
+                combiner(rest);
+                break;
+            case "replay-bench":
+                replayBench(kafkaVersion, rest);
+                break;
             default:
                 usage();
         }
@@ -48,6 +60,56 @@ public final class Main {
             + Compat.KEY_VERSION_IS_RECORD_TYPE + ")");
         System.err.println(new ShareStateGolden(outDir.resolve("share_group_state.jsonl")).generate());
         System.err.println(new ConsumerOffsetsGolden(outDir.resolve("consumer_offsets.jsonl")).generate());
+    }
+
+    private static void replayCorpus(String kafkaVersion, String[] args) throws Exception {
+        if (args.length < 1) {
+            usage();
+        }
+        Path outDir = Paths.get(args[0]);
+        long seed = Long.parseLong(option(args, "--seed", "1"));
+        int sequences = Integer.parseInt(option(args, "--sequences", "2000"));
+        System.err.println(new ReplayCorpus(kafkaVersion, seed, sequences).generate(outDir));
+    }
+
+    private static void combiner(String[] args) throws Exception {
+        if (args.length < 1) {
+            usage();
+        }
+        Path outDir = Paths.get(args[0]);
+        long seed = Long.parseLong(option(args, "--seed", "1"));
+        int cases = Integer.parseInt(option(args, "--cases", "4000"));
+        System.err.println(new CombinerCases(seed).generate(outDir, cases));
+    }
+
+    private static void replayBench(String kafkaVersion, String[] args) throws Exception {
+        if (args.length < 1) {
+            usage();
+        }
+        int warmup = Integer.parseInt(option(args, "--warmup", "3"));
+        int passes = Integer.parseInt(option(args, "--passes", "5"));
+        System.out.println(new ReplayBench().run(kafkaVersion, Paths.get(args[0]), warmup, passes));
+    }
+
+    /** The value after {@code name} in args (options come after the positional argument), or a default. */
+    private static String option(String[] args, String name, String dflt) {
+        for (int i = 1; i < args.length; i++) {
+            if (args[i].equals(name)) {
+                if (i + 1 >= args.length) {
+                    usage();
+                }
+                return args[i + 1];
+            }
+            if (args[i].startsWith("--") && i + 1 < args.length) {
+                i++;
+            }
+        }
+        for (int i = 1; i < args.length; i += 2) {
+            if (!args[i].startsWith("--")) {
+                usage();
+            }
+        }
+        return dflt;
     }
 
     /**
@@ -66,7 +128,10 @@ public final class Main {
     }
 
     private static void usage() {
-        System.err.println("usage: Main golden <outdir>");
+        System.err.println("usage: Main golden <outdir>\n"
+            + "       Main replay-corpus <outdir> --seed S --sequences N\n"
+            + "       Main combiner <outdir> --seed S [--cases N]\n"
+            + "       Main replay-bench <corpus.jsonl.gz | records.jsonl> [--warmup W] [--passes P]");
         System.exit(2);
     }
 }
