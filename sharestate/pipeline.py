@@ -93,6 +93,7 @@ def compute(spark: SparkSession, config: JobConfig) -> Results:
         as_of(state.records, source_offset=config.as_of_offset, timestamp=config.as_of_timestamp),
         parse_kafka_version(config.kafka_version) or LATEST,
     )
+    cached.append(replayed.folded.persist(StorageLevel.MEMORY_AND_DISK))
     return Results(
         state.records, replayed.state, replayed.history, group_records, quarantine, inputs, cached
     )
