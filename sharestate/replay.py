@@ -36,6 +36,7 @@ from sharestate.state import (
     ACQUIRED,
     ARCHIVED,
     AVAILABLE,
+    STATE_FIELDS,
     ShareState,
     apply_record,
     effective_start_offset,
@@ -87,13 +88,7 @@ _FOLD_INPUT: Final = (
     *LOG_ORDER,
     "source_timestamp",
     "record_type",
-    "snapshot_epoch",
-    "state_epoch",
-    "leader_epoch",
-    "start_offset",
-    "create_timestamp",
-    "write_timestamp",
-    "delivery_complete_count",
+    *STATE_FIELDS,
     "state_batches",
 )
 
@@ -115,17 +110,9 @@ def _state_row(state: ShareState | None, record: Mapping[str, Any], last: bool) 
     if state is None:
         return row
     counts = offsets_by_state(state.batches)
-    row.update(
-        start_offset=state.start_offset,
-        effective_start_offset=effective_start_offset(state),
-        state_epoch=state.state_epoch,
-        leader_epoch=state.leader_epoch,
-        snapshot_epoch=state.snapshot_epoch,
-        create_timestamp=state.create_timestamp,
-        write_timestamp=state.write_timestamp,
-        delivery_complete_count=state.delivery_complete_count,
-        state_batch_count=len(state.batches),
-    )
+    row.update({name: getattr(state, name) for name in STATE_FIELDS})
+    row["effective_start_offset"] = effective_start_offset(state)
+    row["state_batch_count"] = len(state.batches)
     for name, delivery_state in COUNT_COLUMNS.items():
         row[name] = counts.get(delivery_state, 0)
     if last:
@@ -228,20 +215,9 @@ def replay(records: DataFrame, kafka: tuple[int, int] = LATEST) -> Replayed:
     state = last.join(snapshots, list(KEY), "left").select(
         *KEY,
         "deleted",
-        "start_offset",
+        *STATE_FIELDS,
         "effective_start_offset",
-        "state_epoch",
-        "leader_epoch",
-        "snapshot_epoch",
-        "create_timestamp",
-        "write_timestamp",
-        "delivery_complete_count",
-        F.coalesce(
-            "state_batches",
-            F.array().cast(
-                "array<struct<first_offset:bigint,last_offset:bigint,delivery_state:int,delivery_count:int>>"
-            ),
-        ).alias("state_batches"),
+        F.coalesce("state_batches", F.array().cast(_BATCHES_DDL)).alias("state_batches"),
         *COUNT_COLUMNS,
         F.col("source_partition").alias("last_source_partition"),
         F.col("source_offset").alias("last_source_offset"),

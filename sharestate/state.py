@@ -17,7 +17,7 @@ Replay does no fencing and no validation: every record is applied as it is.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from sharestate.combiner import LATEST, Batch, combine
@@ -36,6 +36,10 @@ class ShareState:
     write_timestamp: int | None
     delivery_complete_count: int | None  # None before 4.2
     batches: tuple[Batch, ...]
+
+
+#: The state's scalar fields, named as in `share_state_records` and the output tables.
+STATE_FIELDS = tuple(f.name for f in fields(ShareState) if f.name != "batches")
 
 
 def _batches(record: Mapping[str, Any]) -> tuple[Batch, ...]:

@@ -26,19 +26,11 @@ from sharestate.config import JobConfig
 from sharestate.pipeline import compute
 from sharestate.records import decode_share_state, parse_kafka_version, share_state_layouts
 from sharestate.sample import KAFKA_EXPORT_SCHEMA
-from sharestate.state import ShareState, apply_record
+from sharestate.state import STATE_FIELDS, ShareState, apply_record
 
 CORPUS = Path(__file__).resolve().parent / "replay_corpus"
 RELEASES = sorted(p.name for p in CORPUS.iterdir() if p.is_dir())
-FIELDS = (
-    "start_offset",
-    "state_epoch",
-    "leader_epoch",
-    "snapshot_epoch",
-    "create_timestamp",
-    "write_timestamp",
-    "delivery_complete_count",
-)
+FIELDS = STATE_FIELDS
 
 
 def _sequences(release: str) -> Iterator[dict[str, Any]]:
