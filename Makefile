@@ -9,7 +9,7 @@ OUT    := out
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SHARESTATE_JARS := $(abspath $(JARS))
 
-.PHONY: help setup run test lint fmt golden replay-corpus bench dist clean
+.PHONY: help setup run test lint fmt golden replay-corpus bench dist clean setup-kafka test-kafka
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -38,17 +38,28 @@ lint: setup ## ruff and mypy
 fmt: setup ## format with ruff
 	$(VENV)/bin/ruff format sharestate jobs tests bench
 
-test: setup lint ## lint, then every test (golden files are committed; no Maven needed)
+test: setup setup-kafka lint ## lint, then every test (golden files are committed; Maven fetches the Kafka broker once)
 	$(PY) -m pytest -q
 
 golden: ## regenerate tests/golden/ with Kafka's own classes (needs Maven and Java 17)
 	bash tests/kafka_harness/generate_golden.sh
 
+# A single-node Kafka broker and the share-group driver for tests/test_kafka_broker.py (Maven, once).
+KAFKA_BROKER := tests/kafka_broker/target/kafka-4.4.0/.fetched
+$(KAFKA_BROKER): scripts/fetch_kafka.sh tests/kafka_broker/pom.xml tests/kafka_broker/dump-log/pom.xml $(wildcard tests/kafka_broker/src/main/java/sharestate/broker/*.java)
+	bash scripts/fetch_kafka.sh
+
+setup-kafka: $(KAFKA_BROKER) ## Kafka 4.4.0 broker jars and the share-group driver, for the broker tests (needs Maven and Java 17)
+
+test-kafka: setup setup-kafka ## only the real-broker tests, including the slow ones (restart with pruning, kafka:// and Delta re-reads)
+	SHARESTATE_KAFKA_FULL=1 $(PY) -m pytest -q tests/test_kafka_broker.py
+
 replay-corpus: ## regenerate tests/replay_corpus/ with Kafka's own ShareCoordinatorShard (needs Maven and Java 17)
 	bash tests/kafka_harness/generate_replay_corpus.sh
 
-bench: setup ## decode benchmark: scan vs our decode vs a row-at-a-time UDF (N=2000000)
+bench: setup ## decode (N=2000000) then replay (R=10000000 records, S=20000 share-partitions; half and double too)
 	$(PY) bench/bench_decode.py --records $${N:-2000000}
+	$(PY) bench/bench_replay.py --records $${R:-10000000} --share-partitions $${S:-20000}
 
 dist: setup ## dist/sharestate.zip for spark-submit --py-files
 	mkdir -p dist

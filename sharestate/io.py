@@ -101,10 +101,22 @@ def check_schema(df: DataFrame, what: str, path: str) -> DataFrame:
     return df
 
 
+#: Spark's default (Admin-based) Kafka offset reader leaves internal topics out of `subscribe`
+#: and `assign` (ConsumerStrategy.retrieveAllPartitions drops TopicDescription.isInternal), so a
+#: read of __share_group_state or __consumer_offsets silently returns no rows. The consumer-based
+#: reader this setting selects reads them (checked against a Kafka 4.4.0 broker, Spark 4.2.0).
+KAFKA_OFFSET_FETCHING_CONF: Final = "spark.sql.streaming.kafka.useDeprecatedOffsetFetching"
+
+
 def _read_kafka(spark: SparkSession, uri: str, topic: str) -> DataFrame:
     parsed = urlparse(uri)
     if not parsed.netloc:
         raise InputError(f"{uri}: expected kafka://HOST:PORT[,HOST:PORT...]")
+    # Spark reads the setting when the offsets are fetched, i.e. at each action; the read is
+    # therefore materialised here, under the setting, which also pins one snapshot of the topic
+    # ("latest" would otherwise be re-resolved by every action of the run).
+    previous = spark.conf.get(KAFKA_OFFSET_FETCHING_CONF, None)
+    spark.conf.set(KAFKA_OFFSET_FETCHING_CONF, "true")
     try:
         return (
             spark.read.format("kafka")
@@ -116,11 +128,17 @@ def _read_kafka(spark: SparkSession, uri: str, topic: str) -> DataFrame:
             .option("kafka.isolation.level", "read_committed")
             .option("includeHeaders", "true")
             .load()
+            .localCheckpoint(eager=True)
         )
     except AnalysisException as err:
         raise InputError(
             f"{uri}: cannot read topic {topic} through Spark's Kafka source: {err}"
         ) from None
+    finally:
+        if previous is None:
+            spark.conf.unset(KAFKA_OFFSET_FETCHING_CONF)
+        else:
+            spark.conf.set(KAFKA_OFFSET_FETCHING_CONF, previous)
 
 
 def read_export(
@@ -141,6 +159,53 @@ def read_export(
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InputError(f"{what} {path}: cannot be read as {fmt}: {first_line}") from None
     return Export(check_schema(df, what, path), fmt, path)
+
+
+#: Columns of an --end-offsets table: a topic (`topic_id` and/or `topic`), partition, end offset.
+END_OFFSET_COLUMNS: Final = ("topic_id", "topic", "partition", "end_offset")
+
+
+def read_end_offsets(spark: SparkSession, path: str, input_format: str = "auto") -> DataFrame:
+    """The --end-offsets table (Parquet or Delta): topic_id (Kafka's printed form) and/or
+    topic (name), partition, end_offset. Returns all four columns (a missing topic column is
+    null) with partition int and end_offset long."""
+    what = "--end-offsets"
+    if is_kafka_uri(path):
+        raise InputError(f"{what} {path}: expected a Parquet folder or a Delta table")
+    fmt = detect_format(spark, path) if input_format == "auto" else input_format
+    try:
+        df = spark.read.format(fmt).load(path)
+        types = {f.name: f.dataType for f in df.schema.fields}
+    except Exception as err:
+        if fmt == "delta" and _is_missing_source(err, "delta"):
+            raise SparkSetupError(f"{what} {path} is a Delta table. {_DELTA_MISSING}") from None
+        if not isinstance(err, AnalysisException):
+            raise
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError(f"{what} {path}: cannot be read as {fmt}: {first_line}") from None
+    problems = [f"missing column {c}" for c in ("partition", "end_offset") if c not in types]
+    if "topic_id" not in types and "topic" not in types:
+        problems.append("missing column topic_id or topic (one of them is needed)")
+    integral = (T.IntegerType, T.LongType, T.ShortType, T.ByteType)
+    for column in ("partition", "end_offset"):
+        if column in types and not isinstance(types[column], integral):
+            problems.append(f"{column} is {types[column].simpleString()}, expected an integer")
+    for column in ("topic_id", "topic"):
+        if column in types and not isinstance(types[column], T.StringType):
+            problems.append(f"{column} is {types[column].simpleString()}, expected string")
+    if problems:
+        raise InputSchemaError(
+            f"{what} {path} needs columns topic_id (or topic), partition, end_offset: "
+            + "; ".join(problems)
+        )
+    return df.select(
+        *[
+            (F.col(c) if c in types else F.lit(None)).cast("string").alias(c)
+            for c in ("topic_id", "topic")
+        ],
+        F.col("partition").cast("int").alias("partition"),
+        F.col("end_offset").cast("long").alias("end_offset"),
+    )
 
 
 def deduplicate(df: DataFrame) -> DataFrame:
