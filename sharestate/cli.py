@@ -34,7 +34,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     sample = commands.add_parser("sample", help="write sample exports to try the job on")
     sample.add_argument("--output", required=True, metavar="DIR")
-    sample.add_argument("--steps", type=int, default=40, help="simulated share-group activity")
+    sample.add_argument(
+        "--records", type=int, default=3_000, help="about this many share-state records"
+    )
+    sample.add_argument("--share-partitions", type=int, default=48)
+    sample.add_argument(
+        "--skew", type=float, default=1.0, help="Zipf exponent of log length (0: all equal)"
+    )
     sample.add_argument("--seed", type=int, default=7)
     return parser
 
@@ -47,7 +53,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "sample":
             from sharestate.sample import SampleSpec, write_sample
 
-            counts = write_sample(args.output, SampleSpec(steps=args.steps, seed=args.seed))
+            counts = write_sample(
+                args.output,
+                SampleSpec(
+                    records=args.records,
+                    share_partitions=args.share_partitions,
+                    skew=args.skew,
+                    seed=args.seed,
+                ),
+            )
             print(
                 f"sample exports written under {args.output}: "
                 + ", ".join(f"{name} {rows} rows" for name, rows in counts.items())

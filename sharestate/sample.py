@@ -1,14 +1,13 @@
 """Sample exports of `__share_group_state` and `__consumer_offsets` for `make run` and demos.
 
-A small seeded simulation of share groups consuming topics: records are fetched, then
-acknowledged, released or rejected; released records come back with a higher delivery
-count and are archived at the delivery-count limit; the share-partition start offset (SPSO)
-advances past finished records. Each change is written the way the share coordinator writes
-it: a ShareSnapshot when a share-partition is initialized and after every
-`updates_per_snapshot` ShareUpdates, ShareUpdates otherwise, and ShareSnapshot tombstones
-when a group is deleted. Records land on the state-topic partition Kafka's hash picks.
+The share-state records come from `sharestate.simulate` (share groups fetching,
+acknowledging, releasing and rejecting records, written the way Kafka's share coordinator
+writes them, with a few hot share-partitions). The consumer-offsets export holds the share
+groups' own records for the same groups: group metadata, a member with its assignment, the
+initialized topic-partitions; and, for each deleted group, the tombstones in the order
+Kafka writes them.
 
-The export also carries what a real one can: a duplicated row and two damaged rows, so a
+The exports also carry what a real one can: a duplicated row and two damaged rows, so a
 run shows deduplication and quarantine at work.
 """
 
@@ -25,11 +24,10 @@ import pyarrow.parquet as pq
 
 from sharestate import encode
 from sharestate import schemas as s
-from sharestate.partitioning import offsets_topic_partition, state_topic_partition
+from sharestate.partitioning import offsets_topic_partition
 from sharestate.records import decode_group_record
-from sharestate.wire import Writer, random_topic_id
-
-AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
+from sharestate.simulate import SimulationSpec, deleted_groups, share_partitions, simulate
+from sharestate.wire import Writer
 
 #: The schema Spark's Kafka source produces; exports keep it.
 KAFKA_EXPORT_SCHEMA: Final = pa.schema(
@@ -51,27 +49,27 @@ KAFKA_EXPORT_SCHEMA: Final = pa.schema(
 
 @dataclass
 class SampleSpec:
-    groups: int = 3
-    topics: int = 2
-    partitions_per_topic: int = 3
-    steps: int = 40
-    updates_per_snapshot: int = 5
+    records: int = 3_000
+    share_partitions: int = 48
+    skew: float = 1.0
+    records_per_snapshot: int = 20
     delivery_count_limit: int = 5
     state_topic_partitions: int = 50
     seed: int = 7
     start: datetime = field(default_factory=lambda: datetime(2026, 11, 1, 12, 0, tzinfo=UTC))
 
-
-@dataclass
-class _SharePartition:
-    group_id: str
-    topic_id: str
-    partition: int
-    spso: int
-    counts: dict[int, int] = field(default_factory=dict)  # offset -> delivery count
-    states: dict[int, int] = field(default_factory=dict)  # offset -> state, offsets >= spso
-    snapshot_epoch: int = 0
-    updates_since_snapshot: int = 0
+    def simulation(self) -> SimulationSpec:
+        return SimulationSpec(
+            records=self.records,
+            share_partitions=self.share_partitions,
+            skew=self.skew,
+            records_per_snapshot=self.records_per_snapshot,
+            delivery_count_limit=self.delivery_count_limit,
+            state_topic_partitions=self.state_topic_partitions,
+            seed=self.seed,
+            start=self.start,
+            workers=1,
+        )
 
 
 class _Log:
@@ -104,126 +102,40 @@ class _Log:
         return pa.Table.from_pylist(self.rows, schema=KAFKA_EXPORT_SCHEMA)
 
 
-def _batches(sp: _SharePartition) -> list[tuple[int, int, int, int]]:
-    """Coalesce the per-offset view into batches of equal (state, count)."""
-    out: list[list[int]] = []
-    for offset in sorted(sp.states):
-        state, count = sp.states[offset], sp.counts.get(offset, 0)
-        if out and out[-1][1] + 1 == offset and out[-1][2] == state and out[-1][3] == count:
-            out[-1][1] = offset
-        else:
-            out.append([offset, offset, state, count])
-    return [(a, b, c, d) for a, b, c, d in out]
-
-
-def _advance_spso(sp: _SharePartition) -> None:
-    while sp.states.get(sp.spso) in (ACKNOWLEDGED, ARCHIVED):
-        del sp.states[sp.spso]
-        sp.counts.pop(sp.spso, None)
-        sp.spso += 1
-
-
-def _write(sp: _SharePartition, log: _Log, spec: SampleSpec, *, snapshot: bool, dcc: int) -> None:
-    part = state_topic_partition(
-        sp.group_id, sp.topic_id, sp.partition, spec.state_topic_partitions
-    )
-    now_ms = int(log.clock.timestamp() * 1000)
-    if not snapshot and sp.updates_since_snapshot >= spec.updates_per_snapshot:
-        snapshot = True
-        sp.snapshot_epoch += 1
-    if snapshot:
-        key = encode.share_state_key(s.SHARE_SNAPSHOT, sp.group_id, sp.topic_id, sp.partition)
-        value = encode.share_snapshot_value(
-            snapshot_epoch=sp.snapshot_epoch,
-            state_epoch=1,
-            leader_epoch=1,
-            start_offset=sp.spso,
-            batches=_batches(sp),
-            create_timestamp=now_ms,
-            write_timestamp=now_ms,
-            delivery_complete_count=dcc,
-            layout="4.2",
-        )
-        sp.updates_since_snapshot = 0
-    else:
-        key = encode.share_state_key(s.SHARE_UPDATE, sp.group_id, sp.topic_id, sp.partition)
-        value = encode.share_update_value(
-            snapshot_epoch=sp.snapshot_epoch,
-            leader_epoch=1,
-            start_offset=sp.spso,
-            batches=_batches(sp),
-            delivery_complete_count=dcc,
-            layout="4.2",
-        )
-        sp.updates_since_snapshot += 1
-    log.append(part, key, value)
-
-
-def _step(sp: _SharePartition, rng: random.Random, limit: int) -> None:
-    """Deliver a window of records and settle each one: accept, release or reject."""
-    window = rng.randint(3, 12)
-    first = sp.spso
-    for offset in range(first, first + window):
-        if sp.states.get(offset) in (ACKNOWLEDGED, ARCHIVED):
-            continue
-        sp.counts[offset] = sp.counts.get(offset, 0) + 1
-        roll = rng.random()
-        if roll < 0.75:
-            sp.states[offset] = ACKNOWLEDGED
-        elif roll < 0.95:
-            # Released (or lock timed out): available again, archived at the limit.
-            sp.states[offset] = ARCHIVED if sp.counts[offset] >= limit else AVAILABLE
-        else:
-            sp.states[offset] = ARCHIVED  # rejected by the consumer
-    _advance_spso(sp)
-
-
 def generate(spec: SampleSpec) -> tuple[pa.Table, pa.Table]:
     """(share-state export, consumer-offsets export) as Arrow tables of the Kafka schema."""
     rng = random.Random(spec.seed)
-    state_log = _Log(s.SHARE_STATE_TOPIC, spec.start)
+    simulation = spec.simulation()
+    state = simulate(simulation)
     offsets_log = _Log(s.CONSUMER_OFFSETS_TOPIC, spec.start)
-    topics = {f"orders-{t}": random_topic_id(rng.randbytes(16)) for t in range(spec.topics)}
-    groups = [f"billing-{g}" for g in range(spec.groups)]
-    share_partitions: list[_SharePartition] = []
+    ids = share_partitions(simulation)
+    groups = sorted({sp.group_id for sp in ids})
     for group in groups:
-        _group_records(offsets_log, group, topics, spec, rng)
-        for topic_id in topics.values():
-            for p in range(spec.partitions_per_topic):
-                sp = _SharePartition(group, topic_id, p, spso=rng.randint(0, 1000))
-                share_partitions.append(sp)
-                _write(sp, state_log, spec, snapshot=True, dcc=0)
-    for _ in range(spec.steps):
-        sp = rng.choice(share_partitions)
-        _step(sp, rng, spec.delivery_count_limit)
-        done = sum(1 for st in sp.states.values() if st in (ACKNOWLEDGED, ARCHIVED))
-        _write(sp, state_log, spec, snapshot=False, dcc=done)
-    # The last group is deleted: tombstones for its share-partitions, then its group records.
-    deleted = groups[-1]
-    for sp in share_partitions:
-        if sp.group_id == deleted:
-            part = state_topic_partition(
-                sp.group_id, sp.topic_id, sp.partition, spec.state_topic_partitions
-            )
-            state_log.append(
-                part,
-                encode.share_state_key(s.SHARE_SNAPSHOT, sp.group_id, sp.topic_id, sp.partition),
-                None,
-            )
-    _delete_group(offsets_log, deleted)
+        topics = {sp.topic_name: sp.topic_id for sp in ids if sp.group_id == group}
+        partitions = sorted({sp.partition for sp in ids if sp.group_id == group})
+        _group_records(offsets_log, group, topics, partitions, rng)
+    offsets_log.clock = spec.start + timedelta(hours=simulation.duration_hours)
+    for group in sorted(deleted_groups(simulation, groups)):
+        _delete_group(offsets_log, group)
     _offset_commit(offsets_log, "classic-reporting", "orders-0", 0, 4200)
+    state_log = _Log(s.SHARE_STATE_TOPIC, spec.start)
+    state_log.rows = state.to_pylist()
+    state_log.next_offset = {
+        int(p): int(o) + 1
+        for p, o in zip(
+            state.column("partition").to_pylist(), state.column("offset").to_pylist(), strict=True
+        )
+    }
+    state_log.clock = offsets_log.clock
     _damage(state_log, rng)
     return state_log.table(), offsets_log.table()
 
 
 def _group_records(
-    log: _Log, group: str, topics: dict[str, str], spec: SampleSpec, rng: random.Random
+    log: _Log, group: str, topics: dict[str, str], partitions: list[int], rng: random.Random
 ) -> None:
     member = f"member-{rng.randrange(10**6):06d}"
-    assignment = [
-        {"topic_id": tid, "partitions": list(range(spec.partitions_per_topic))}
-        for tid in topics.values()
-    ]
+    assignment = [{"topic_id": tid, "partitions": partitions} for tid in topics.values()]
     records: list[tuple[int, dict[str, Any], dict[str, Any]]] = [
         (11, {"group_id": group}, {"epoch": 2, "metadata_hash": rng.getrandbits(63)}),
         (
@@ -257,7 +169,7 @@ def _group_records(
                     {
                         "topic_id": tid,
                         "topic_name": name,
-                        "partitions": list(range(spec.partitions_per_topic)),
+                        "partitions": partitions,
                     }
                     for name, tid in topics.items()
                 ],

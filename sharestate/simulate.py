@@ -100,6 +100,8 @@ def share_partitions(spec: SimulationSpec) -> list[SharePartitionId]:
 
 def deleted_groups(spec: SimulationSpec, groups: list[str]) -> set[str]:
     count = math.floor(len(groups) * spec.deleted_group_fraction)
+    if spec.deleted_group_fraction > 0 and len(groups) > 1:
+        count = max(count, 1)  # small simulations still show a deletion
     return set(sorted(groups)[len(groups) - count :]) if count else set()
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from test_replay_corpus import RELEASES, _bytes, _key, _sequences
+from test_replay_corpus import _bytes, _key, _sequences
 
 from sharestate.fold import COUNT_COLUMNS, HISTORY_FIELDS, PASSTHROUGH_FIELDS, fold_batches
 from sharestate.records import decode_share_state, parse_kafka_version, share_state_layouts

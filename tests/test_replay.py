@@ -164,7 +164,7 @@ def test_export_starting_after_pruning(spark: SparkSession, tmp_path: Path) -> N
 def test_spark_replay_equals_reference_fold(spark: SparkSession, tmp_path: Path) -> None:
     from sharestate.sample import SampleSpec, write_sample
 
-    write_sample(tmp_path, SampleSpec(steps=200, updates_per_snapshot=3))
+    write_sample(tmp_path, SampleSpec(records=1500, records_per_snapshot=3))
     records = compute(
         spark, JobConfig(share_state=str(tmp_path / "share_state"))
     ).share_state_records
