@@ -77,6 +77,10 @@ HISTORY_FIELDS: Final = [
     # share-partition must be contiguous in the input for this to hold.
     pa.field("last_of_share_partition", pa.bool_()),
 ]
+#: record_type of the rows an incremental run adds in front of a share-partition's new
+#: records: the state (or deletion) the previous run ended with.
+SEED: Final = "stored_state"
+SEED_DELETED: Final = "stored_deleted"
 #: The fold's input columns besides the pass-through ones.
 STATE_INPUT: Final = (
     "start_offset",
@@ -87,6 +91,7 @@ STATE_INPUT: Final = (
     "write_timestamp",
     "delivery_complete_count",
     "state_batches",
+    "seed_last_snapshot_offset",  # seed rows only
 )
 _LONG_MAX: Final = 2**63 - 1
 _DELETED_ROW: Final = (True, *([None] * (len(COMPUTED_FIELDS) - 2)), None)
@@ -171,7 +176,18 @@ class _Segment:
         """Apply one record (see `sharestate.state.apply_record`); on ValueError the state
         is unchanged."""
         start, state_epoch, leader, snapshot_epoch, created, written, dcc = values
-        if kind == "tombstone":
+        if kind == SEED:  # a state a previous run stored: it goes on from there
+            self.has_state = True
+            self.start_offset = start
+            self.state_epoch = state_epoch
+            self.leader_epoch = leader
+            self.snapshot_epoch = snapshot_epoch
+            self.create_timestamp = created
+            self.write_timestamp = written
+            self.delivery_complete_count = dcc
+            self._set_batches(new)
+            return
+        if kind == "tombstone" or kind == SEED_DELETED:
             self.has_state = False
             self.batches = []
             return
@@ -323,8 +339,9 @@ def fold_batches(
         )
         kinds = batch.column("record_type").to_pylist()
         source_offsets = batch.column("source_offset").to_pylist()
+        seed_snapshots = batch.column("seed_last_snapshot_offset").to_pylist()
         scalars = list(
-            zip(*(batch.column(name).to_pylist() for name in STATE_INPUT[:-1]), strict=True)
+            zip(*(batch.column(name).to_pylist() for name in STATE_INPUT[:-2]), strict=True)
         )
         listed = batch.column("state_batches")
         if not isinstance(listed, pa.ListArray):
@@ -364,6 +381,8 @@ def fold_batches(
                 error = str(err)
             if kinds[i] == "snapshot":
                 last_snapshot = source_offsets[i]
+            elif kinds[i] in (SEED, SEED_DELETED):
+                last_snapshot = seed_snapshots[i]
             snapshots[i] = last_snapshot
             rows.append(segment.row(error))
         # The segment may go on in the next batch: copy, later updates change the list.

@@ -37,6 +37,8 @@ from sharestate.fold import (
     KEY,
     LOG_ORDER,
     PASSTHROUGH_FIELDS,
+    SEED,
+    SEED_DELETED,
     STATE_INPUT,
     fold_batches,
 )
@@ -70,14 +72,36 @@ def fold_segment(kafka: tuple[int, int], table: pa.Table) -> pa.Table:
 
 
 def with_segments(records: DataFrame) -> DataFrame:
-    """Number each share-partition's segments: a snapshot or tombstone starts one."""
+    """Number each share-partition's segments: a snapshot or tombstone starts one (a seed
+    row of an incremental run carries the number the previous run reached)."""
     in_log_order = (
         Window.partitionBy(*KEY)
         .orderBy(*LOG_ORDER)
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
-    starts = F.when(F.col("record_type").isin("snapshot", "tombstone"), 1).otherwise(0)
+    starts = (
+        F.when(F.col("record_type").isin("snapshot", "tombstone"), F.lit(1).cast("long"))
+        .when(F.col("record_type").isin(SEED, SEED_DELETED), F.col("seed_segment"))
+        .otherwise(F.lit(0).cast("long"))
+    )
     return records.withColumn("segment", F.sum(starts).over(in_log_order).cast("long"))
+
+
+def _seeds(prior_state: DataFrame, records: DataFrame) -> DataFrame:
+    """One row per share-partition that has new records and a stored state: that state,
+    placed at the stored last record so that it sorts before every new one."""
+    touched = records.select(*KEY).distinct()
+    return prior_state.join(touched, list(KEY), "left_semi").select(
+        *KEY,
+        F.col("last_source_partition").alias("source_partition"),
+        F.col("last_source_offset").alias("source_offset"),
+        F.lit(None).cast("timestamp").alias("source_timestamp"),
+        F.when(F.col("deleted"), F.lit(SEED_DELETED)).otherwise(F.lit(SEED)).alias("record_type"),
+        *STATE_FIELDS,
+        "state_batches",
+        F.col("segment").alias("seed_segment"),
+        F.col("last_snapshot_offset").alias("seed_last_snapshot_offset"),
+    )
 
 
 def as_of(
@@ -92,13 +116,29 @@ def as_of(
     return records
 
 
-def replay(records: DataFrame, kafka: tuple[int, int] = LATEST) -> Replayed:
+def replay(
+    records: DataFrame, kafka: tuple[int, int] = LATEST, prior_state: DataFrame | None = None
+) -> Replayed:
     """`share_partition_history` and `share_partition_state` from decoded records, as Kafka
-    release `kafka` (major, minor) replays them (the releases merge batches differently)."""
+    release `kafka` (major, minor) replays them (the releases merge batches differently).
+
+    With `prior_state` (the `share_partition_state` a previous run wrote, whose records all
+    come before `records`), share-partitions go on from their stored state: the result
+    holds the rows for share-partitions that have new records, as a run over all records
+    would have them."""
+    inputs = records.select(
+        *(f.name for f in PASSTHROUGH_FIELDS if f.name != "segment"),
+        *STATE_FIELDS,
+        "state_batches",
+        F.lit(None).cast("long").alias("seed_segment"),
+        F.lit(None).cast("long").alias("seed_last_snapshot_offset"),
+    )
+    if prior_state is not None:
+        inputs = inputs.unionByName(_seeds(prior_state, records))
     # One shuffle: hash by share-partition; the segment window needs exactly that
     # distribution and sorts by (share-partition, log order), which is also the fold's order
     # (segments rise with log order), so Spark adds no second exchange or sort.
-    by_share_partition = records.repartition(*KEY)
+    by_share_partition = inputs.repartition(*KEY)
     folded = (
         with_segments(by_share_partition)
         .select(*_FOLD_INPUT)
@@ -117,6 +157,9 @@ def replay(records: DataFrame, kafka: tuple[int, int] = LATEST) -> Replayed:
         F.col("source_offset").alias("last_source_offset"),
         "last_snapshot_offset",
         "replay_error",
+        F.col("segment").alias("segment"),
     )
-    history = folded.drop("state_batches", "last_of_share_partition")
+    history = folded.filter(~F.col("record_type").isin(SEED, SEED_DELETED)).drop(
+        "state_batches", "last_of_share_partition"
+    )
     return Replayed(history, state, folded)

@@ -27,6 +27,7 @@ INPUT_SCHEMA = pa.schema(
         *PASSTHROUGH_FIELDS,
         *[f for f in HISTORY_FIELDS if f.name in STATE_FIELDS],
         pa.field("state_batches", STATE_BATCHES_TYPE),
+        pa.field("seed_last_snapshot_offset", pa.int64()),
     ]
 )
 
