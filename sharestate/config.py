@@ -6,6 +6,7 @@ notebook building one directly; all three end in the same checks.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -18,6 +19,22 @@ from sharestate.records import parse_kafka_version
 INPUT_FORMATS: Final = ("auto", "parquet", "delta")
 OUTPUT_FORMATS: Final = ("delta", "parquet")
 MODES: Final = ("full", "incremental")
+
+_SPAN: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)
+_SPAN_SECONDS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_span(text: str) -> float:
+    """Seconds in a span such as `90m`, `6h`, `1.5d` (units s, m, h, d, w)."""
+    match = _SPAN.match(str(text))
+    if match is None:
+        raise InvalidConfigError(
+            f"--stall-span {text!r}: expected a number and a unit s, m, h, d or w, e.g. 6h"
+        )
+    seconds = float(match.group(1)) * _SPAN_SECONDS[match.group(2).lower()]
+    if seconds <= 0:
+        raise InvalidConfigError(f"--stall-span {text!r}: the span must be longer than 0")
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -36,6 +53,11 @@ class JobConfig:
     mode: str = "full"
     #: Replay only up to here: a state-topic offset (digits) or an ISO-8601 timestamp.
     as_of: str | None = None
+    #: No start-offset progress (or partitions initializing) this long is reported.
+    stall_span: str = "24h"
+    #: Partitions of __share_group_state, or "auto" (Kafka's default 50 or the highest
+    #: exported partition + 1, whichever fits the export).
+    state_topic_partitions: int | str = "auto"
 
     def __post_init__(self) -> None:
         if not self.share_state:
@@ -62,6 +84,30 @@ class JobConfig:
                 f"--delivery-count-limit {self.delivery_count_limit!r}: expected a whole number"
                 " >= 1 (Kafka's group.share.delivery.count.limit, default 5)"
             )
+        parse_span(self.stall_span)
+        self._state_topic_partitions()
+
+    def _state_topic_partitions(self) -> int | None:
+        value = self.state_topic_partitions
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return None
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value.strip())
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidConfigError(
+                f"--state-topic-partitions {self.state_topic_partitions!r}: expected a whole"
+                " number >= 1 (Kafka's share.coordinator.state.topic.num.partitions) or auto"
+            )
+        return value
+
+    @property
+    def state_topic_partition_count(self) -> int | None:
+        """The partition count of __share_group_state; None: infer it from the export."""
+        return self._state_topic_partitions()
+
+    @property
+    def stall_span_seconds(self) -> float:
+        return parse_span(self.stall_span)
 
     def _as_of(self) -> int | datetime:
         text = str(self.as_of).strip()

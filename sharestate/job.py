@@ -56,12 +56,26 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         "--delivery-count-limit",
         type=int,
         metavar="N",
-        help="Kafka's group.share.delivery.count.limit (default 5)",
+        help="Kafka's group.share.delivery.count.limit: archived at this delivery count = "
+        "poison message (default 5)",
     )
     parser.add_argument(
         "--end-offsets",
         metavar="PATH",
-        help="table of topic_id/topic, partition, end offset, for lag",
+        help="Parquet/Delta table of topic_id (or topic), partition, end_offset: adds the "
+        "share_partition_lag table",
+    )
+    parser.add_argument(
+        "--stall-span",
+        metavar="SPAN",
+        help="report share-partitions whose start offset has not moved for this long while "
+        "records wait, and partitions initializing this long, e.g. 6h, 90m, 2d (default 24h)",
+    )
+    parser.add_argument(
+        "--state-topic-partitions",
+        metavar="N|auto",
+        help="partitions of __share_group_state, for the wrong-partition check (default auto: "
+        "Kafka's default 50 or the highest exported partition + 1, whichever fits)",
     )
     parser.add_argument("--mode", choices=MODES, help="default: full")
     parser.add_argument(
@@ -92,6 +106,8 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
         "end_offsets": args.end_offsets,
         "mode": args.mode,
         "as_of": args.as_of,
+        "stall_span": args.stall_span,
+        "state_topic_partitions": args.state_topic_partitions,
     }
     config = build_config(file_values, overrides)
     if config.output is None:
@@ -140,7 +156,40 @@ def format_summary(summary: dict[str, Any]) -> str:
     quarantine = summary["quarantine"]
     kinds = ", ".join(f"{k} {v:,}" for k, v in quarantine["by_reason_kind"].items())
     lines.append(f"  quarantined: {quarantine['rows']:,}" + (f" ({kinds})" if kinds else ""))
+    lines.extend(_audit_lines(summary))
     return "\n".join(lines)
+
+
+def _audit_lines(summary: dict[str, Any]) -> list[str]:
+    lines = []
+    if "share_groups" in summary:
+        groups = summary["share_groups"]
+        lines.append(
+            f"  share groups: {groups['groups']:,} ({groups['deleted']:,} deleted), "
+            f"{groups['members']:,} members"
+        )
+    if "poison_messages" in summary:
+        poison, archived = summary["poison_messages"], summary["archived_messages"]
+        lines.append(
+            f"  poison ranges: {poison['ranges']:,} ({poison['offsets']:,} offsets); archived "
+            f"below the limit: {archived['ranges']:,} ranges ({archived['offsets']:,} offsets)"
+        )
+    if "pruning_cutoff" in summary:
+        pruning = summary["pruning_cutoff"]
+        lines.append(
+            f"  pruning: {pruning['prunable']:,} of {pruning['partitions']:,} state-topic "
+            f"partitions prunable, {pruning['records_before_cutoff']:,} records before the cut-off"
+        )
+    if "lag" in summary:
+        lag = summary["lag"]
+        lines.append(
+            f"  lag: {lag['total_lag']:,} over {lag['with_lag']:,} of "
+            f"{lag['share_partitions']:,} share-partitions"
+        )
+    if "findings" in summary:
+        by_severity = summary["findings"]["by_severity"]
+        lines.append("  findings: " + ", ".join(f"{k} {v:,}" for k, v in by_severity.items()))
+    return lines
 
 
 def _write_summary_file(output: str, summary: dict[str, Any]) -> None:

@@ -1,7 +1,7 @@
 """The job's computation with nothing written: what a notebook calls.
 
-`compute(spark, config)` reads the exports, decodes and replays them and returns the
-DataFrames;
+`compute(spark, config)` reads the exports, decodes and replays them, audits the result
+(`sharestate.audits`) and returns the DataFrames;
 `summarize(results)` counts what happened, including the row reconciliation
 (rows read = duplicates dropped + decoded + quarantined, for every input).
 """
@@ -16,9 +16,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sharestate import spark_decode
+from sharestate.audits import REASON_DELIVERY_LIMIT, SEVERITIES, AuditOptions, audit
 from sharestate.combiner import LATEST
 from sharestate.config import JobConfig
-from sharestate.io import Export, deduplicate, read_export
+from sharestate.io import Export, deduplicate, read_end_offsets, read_export
 from sharestate.records import parse_kafka_version
 from sharestate.replay import as_of, replay
 from sharestate.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
@@ -33,6 +34,17 @@ class Results:
     share_partition_history: DataFrame
     share_group_records: DataFrame | None
     quarantine: DataFrame
+    delivery_counts: DataFrame
+    poison_messages: DataFrame
+    archived_messages: DataFrame
+    pruning_cutoff: DataFrame
+    findings: DataFrame
+    #: Only with --consumer-offsets.
+    share_groups: DataFrame | None = None
+    #: Only with --end-offsets.
+    share_partition_lag: DataFrame | None = None
+    #: Both archived-range tables in one (with `reason`), for counting; not written.
+    archived_ranges: DataFrame | None = None
     inputs: dict[str, Export] = field(default_factory=dict)
     _cached: list[DataFrame] = field(default_factory=list, repr=False)
 
@@ -46,6 +58,15 @@ class Results:
         if self.share_group_records is not None:
             out["share_group_records"] = self.share_group_records
         out["quarantine"] = self.quarantine
+        out["delivery_counts"] = self.delivery_counts
+        out["poison_messages"] = self.poison_messages
+        out["archived_messages"] = self.archived_messages
+        out["pruning_cutoff"] = self.pruning_cutoff
+        if self.share_groups is not None:
+            out["share_groups"] = self.share_groups
+        if self.share_partition_lag is not None:
+            out["share_partition_lag"] = self.share_partition_lag
+        out["findings"] = self.findings
         return out
 
     def unpersist(self) -> None:
@@ -69,11 +90,20 @@ def compute(spark: SparkSession, config: JobConfig) -> Results:
         input_format=config.input_format,
     )
     inputs = {"share_state": share_state}
+    end_offsets = (
+        read_end_offsets(spark, config.end_offsets, config.input_format)
+        if config.end_offsets
+        else None
+    )
     cached: list[DataFrame] = []
     state = spark_decode.decode_share_state(deduplicate(share_state.rows), config.kafka_version)
     _decoded_and_cached(state, cached)
     quarantine = state.quarantine
-    group_records = None
+    offset, moment = config.as_of_offset, config.as_of_timestamp
+    # The audits see what the replay sees: --as-of limits the state-topic rows, and (a
+    # timestamp) the group records too.
+    audited_quarantine = as_of(state.quarantine, source_offset=offset, timestamp=moment)
+    group_records = audited_groups = None
     if config.consumer_offsets:
         offsets = read_export(
             spark,
@@ -89,13 +119,46 @@ def compute(spark: SparkSession, config: JobConfig) -> Results:
         _decoded_and_cached(groups, cached)
         group_records = groups.records
         quarantine = quarantine.unionByName(groups.quarantine)
-    replayed = replay(
-        as_of(state.records, source_offset=config.as_of_offset, timestamp=config.as_of_timestamp),
-        parse_kafka_version(config.kafka_version) or LATEST,
-    )
+        audited_groups = as_of(group_records, timestamp=moment)
+        audited_quarantine = audited_quarantine.unionByName(
+            as_of(groups.quarantine, timestamp=moment)
+        )
+    replayed_records = as_of(state.records, source_offset=offset, timestamp=moment)
+    replayed = replay(replayed_records, parse_kafka_version(config.kafka_version) or LATEST)
     cached.append(replayed.folded.persist(StorageLevel.MEMORY_AND_DISK))
+    # One row per share-partition, read by most audit tables: keep it rather than redo its
+    # window over the whole history each time.
+    cached.append(replayed.state.persist(StorageLevel.MEMORY_AND_DISK))
+    audits = audit(
+        replayed_records,
+        replayed.state,
+        replayed.history,
+        audited_quarantine,
+        AuditOptions(
+            delivery_count_limit=config.delivery_count_limit,
+            stall_span_seconds=config.stall_span_seconds,
+            state_topic_partitions=config.state_topic_partition_count,
+        ),
+        group_records=audited_groups,
+        end_offsets=end_offsets,
+    )
+    cached.extend(small.persist(StorageLevel.MEMORY_AND_DISK) for small in audits.worth_caching())
     return Results(
-        state.records, replayed.state, replayed.history, group_records, quarantine, inputs, cached
+        share_state_records=state.records,
+        share_partition_state=replayed.state,
+        share_partition_history=replayed.history,
+        share_group_records=group_records,
+        quarantine=quarantine,
+        delivery_counts=audits.delivery_counts,
+        poison_messages=audits.poison_messages,
+        archived_messages=audits.archived_messages,
+        pruning_cutoff=audits.pruning_cutoff,
+        findings=audits.findings,
+        share_groups=audits.share_groups,
+        share_partition_lag=audits.share_partition_lag,
+        archived_ranges=audits.archived_ranges,
+        inputs=inputs,
+        _cached=cached,
     )
 
 
@@ -158,4 +221,73 @@ def summarize(results: Results) -> dict[str, Any]:
         "rows": sum(quarantine_by_source.values()),
         "by_reason_kind": _count_by(results.quarantine, "reason_kind"),
     }
+    summary.update(_audit_summary(results))
     return summary
+
+
+def _audit_summary(results: Results) -> dict[str, Any]:
+    """Counts of the audit tables, one small Spark job per table."""
+    out: dict[str, Any] = {}
+    ranges = results.archived_ranges
+    if ranges is None:  # Results built by hand: count the two tables themselves
+        ranges = results.poison_messages.withColumn(
+            "reason", F.lit(REASON_DELIVERY_LIMIT)
+        ).unionByName(results.archived_messages, allowMissingColumns=True)
+    by_reason = {
+        row["reason"]: (int(row["ranges"]), int(row["offsets"] or 0))
+        for row in ranges.groupBy("reason")
+        .agg(F.count(F.lit(1)).alias("ranges"), F.sum("offsets").alias("offsets"))
+        .collect()
+    }
+    poison = by_reason.pop(REASON_DELIVERY_LIMIT, (0, 0))
+    out["poison_messages"] = {"ranges": poison[0], "offsets": poison[1]}
+    out["archived_messages"] = {
+        "ranges": sum(r for r, _ in by_reason.values()),
+        "offsets": sum(o for _, o in by_reason.values()),
+        "by_reason": {reason: {"ranges": r, "offsets": o} for reason, (r, o) in by_reason.items()},
+    }
+    by_code: dict[str, dict[str, int]] = {}
+    by_severity = dict.fromkeys(SEVERITIES, 0)
+    for row in results.findings.groupBy("severity", "code").count().collect():
+        by_severity[row["severity"]] = by_severity.get(row["severity"], 0) + int(row["count"])
+        by_code.setdefault(row["severity"], {})[row["code"]] = int(row["count"])
+    out["findings"] = {
+        "by_severity": by_severity,
+        "by_code": {severity: dict(sorted(codes.items())) for severity, codes in by_code.items()},
+    }
+    pruning = results.pruning_cutoff.agg(
+        F.count(F.lit(1)).alias("partitions"),
+        F.count(F.when(F.col("prunable"), 1)).alias("prunable"),
+        F.sum("records_before_cutoff").alias("records_before_cutoff"),
+    ).first()
+    if pruning is not None:
+        out["pruning_cutoff"] = {
+            "partitions": int(pruning["partitions"]),
+            "prunable": int(pruning["prunable"]),
+            "records_before_cutoff": int(pruning["records_before_cutoff"] or 0),
+        }
+    if results.share_groups is not None:
+        groups = results.share_groups.agg(
+            F.count(F.lit(1)).alias("groups"),
+            F.count(F.when(F.col("deleted"), 1)).alias("deleted"),
+            F.sum("member_count").alias("members"),
+        ).first()
+        if groups is not None:
+            out["share_groups"] = {
+                "groups": int(groups["groups"]),
+                "deleted": int(groups["deleted"]),
+                "members": int(groups["members"] or 0),
+            }
+    if results.share_partition_lag is not None:
+        lag = results.share_partition_lag.agg(
+            F.count(F.lit(1)).alias("share_partitions"),
+            F.count("lag").alias("with_lag"),
+            F.sum("lag").alias("total_lag"),
+        ).first()
+        if lag is not None:
+            out["lag"] = {
+                "share_partitions": int(lag["share_partitions"]),
+                "with_lag": int(lag["with_lag"]),
+                "total_lag": int(lag["total_lag"] or 0),
+            }
+    return out

@@ -6,10 +6,12 @@ leader and share coordinator write its state:
 
 * InitializeShareGroupState writes a ShareSnapshot (snapshot epoch 0, start offset -1, no
   batches); the first leader's read writes its leader epoch; its first write sets the SPSO.
-* Consumers acquire windows of records (redeliveries of released records first), then
-  accept, release, reject or let the lock time out; a record released at the
-  delivery-count limit is archived. Each settled window is one WriteShareGroupState: its
-  batches and the SPSO, which moves past acknowledged and archived records.
+* Consumers acquire windows of records (redeliveries of released records first; up to four
+  fetches in flight hold the SPSO back), then accept, release, reject or let the lock
+  time out, in any order; a record released at the delivery-count limit is archived. A
+  few records are poison: every delivery fails until the limit archives them. Each
+  settled fetch is one WriteShareGroupState: its batches and the SPSO the leader had,
+  which then moves past acknowledged and archived records (the next write carries it).
 * Now and then: a new leader (a read with a higher leader epoch), the log start moving
   past the SPSO (retention), a cold-partition snapshot.
 * The coordinator writes a ShareUpdate holding the request's batches, or a ShareSnapshot of
@@ -61,6 +63,7 @@ class SimulationSpec:
     delivery_count_limit: int = 5
     state_topic_partitions: int = 50
     deleted_group_fraction: float = 0.05
+    poison_fraction: float = 0.002  # records no consumer can process: released until archived
     layout: str = "4.2"  # record layout written: 4.1, or 4.2 with DeliveryCompleteCount
     seed: int = 932
     start: datetime = datetime(2026, 11, 1, tzinfo=UTC)
@@ -261,12 +264,19 @@ def simulate_share_partition(
     counts: dict[int, int] = {}  # delivery count per offset at or past the SPSO
     available: list[int] = []  # released offsets waiting for redelivery (sorted)
     done: set[int] = set()  # acknowledged/archived offsets past the SPSO
-    window = 1 + int(rng.paretovariate(1.5) * 4)  # this consumer's typical fetch size
+    window = 1 + int(rng.paretovariate(1.5) * 4)  # typical fetch size on this partition
+    consumers = rng.randint(1, 4)  # fetches in flight at once hold the SPSO back
+    pending: list[list[int]] = []  # acquired (locked), not yet acknowledged: not persisted
+    poison: set[int] = set()
     while len(coordinator.out) < records - (1 if deleted else 0):
         now += 1 + int(rng.expovariate(1.0 / step_ms))
         roll = rng.random()
-        if roll < 0.01:  # a new leader reads the state
+        if roll < 0.01:  # a new leader reads the state; the old one's locks are gone
             leader += 1
+            locked = [o for fetch in pending for o in fetch]
+            done.update(o for o in locked if counts[o] >= limit)  # archived at the limit
+            available = sorted({*available, *(o for o in locked if counts[o] < limit)})
+            pending = []
             coordinator.write(now, coordinator.start, [], leader_epoch=leader)
             continue
         if roll < 0.015 and spec.records_per_snapshot > 0:  # cold-partition snapshot
@@ -274,29 +284,40 @@ def simulate_share_partition(
             continue
         if roll < 0.018:  # retention moved the log start past the SPSO
             spso = log_end = next_fresh = max(log_end, spso) + rng.randrange(1, 50)
-            counts, available, done = {}, [], set()
+            counts, available, done, pending, poison = {}, [], set(), [], set()
             coordinator.write(now, spso, [])
             continue
-        log_end += rng.randrange(0, 2 * window + 1)  # producers keep writing
-        take = rng.randint(1, 2 * window)
-        acquired = available[:take]
-        del available[:take]
-        fresh = min(take - len(acquired), log_end - next_fresh)
-        if fresh > 0:
-            acquired += range(next_fresh, next_fresh + fresh)
-            counts.update(dict.fromkeys(range(next_fresh, next_fresh + fresh), 0))
-            next_fresh += fresh
-        if not acquired:
+        if not pending or (len(pending) < consumers and rng.random() < 0.5):
+            # A consumer fetches: redeliveries first, then new records. Acquiring bumps
+            # the delivery count; nothing is written until the records are settled.
+            log_end += rng.randrange(0, 2 * window + 1)  # producers keep writing
+            take = rng.randint(1, 2 * window)
+            acquired = available[:take]
+            del available[:take]
+            fresh = min(take - len(acquired), log_end - next_fresh)
+            if fresh > 0:
+                acquired += range(next_fresh, next_fresh + fresh)
+                poison.update(
+                    o
+                    for o in range(next_fresh, next_fresh + fresh)
+                    if rng.random() < spec.poison_fraction
+                )
+                next_fresh += fresh
+            for offset in acquired:
+                counts[offset] = counts.get(offset, 0) + 1
+            if acquired:
+                pending.append(acquired)
             continue
-        acquired.sort()
+        fetch = pending.pop(rng.randrange(len(pending)))  # acknowledged in any order
         settled: list[tuple[int, int, int]] = []
         outcome = rng.random()
-        for offset in acquired:
-            counts[offset] += 1
+        for offset in sorted(fetch):
             count = counts[offset]
-            if rng.random() < 0.1:  # records within a window may settle differently
+            if rng.random() < 0.1:  # records within a fetch may settle differently
                 outcome = rng.random()
-            if outcome < 0.80:
+            if offset in poison:  # the consumer fails on it, or its lock times out
+                state = ARCHIVED if count >= limit else AVAILABLE
+            elif outcome < 0.80:
                 state = ACKNOWLEDGED
             elif outcome < 0.97:  # released, or the lock timed out
                 state = ARCHIVED if count >= limit else AVAILABLE
@@ -308,11 +329,14 @@ def simulate_share_partition(
             else:
                 done.add(offset)
         available.sort()
+        # The leader persists the acknowledgements with the start offset it had, then moves
+        # its SPSO past finished records: the next write carries the move.
+        coordinator.write(now, spso, _coalesce(settled))
         while spso in done:
             done.discard(spso)
             counts.pop(spso, None)
+            poison.discard(spso)
             spso += 1
-        coordinator.write(now, spso, _coalesce(settled))
     if deleted:
         coordinator.out.append((now + step_ms, 0, None))
     return coordinator

@@ -24,14 +24,20 @@ TABLES = (
     "share_partition_history",
     "share_group_records",
     "quarantine",
+    "delivery_counts",
+    "pruning_cutoff",
+    "share_groups",
+    "findings",
     "run_summary",
 )
+#: Written on every run, possibly empty.
+MAYBE_EMPTY = ("poison_messages", "archived_messages")
 
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("sample")
-    write_sample(root, SampleSpec(steps=30))
+    write_sample(root, SampleSpec(records=600))
     return root
 
 
@@ -58,6 +64,15 @@ def test_replay_writes_every_table(
         assert spark.read.format(output_format).load(str(out / table)).count() > 0, table
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["inputs"]["share_state"]["reconciled"]
+    poison, archived = (
+        spark.read.format(output_format).load(str(out / table)).count() for table in MAYBE_EMPTY
+    )
+    assert (poison, archived) == (
+        summary["poison_messages"]["ranges"],
+        summary["archived_messages"]["ranges"],
+    )
+    findings = spark.read.format(output_format).load(str(out / "findings")).count()
+    assert findings == sum(summary["findings"]["by_severity"].values())
     decoded = spark.read.format(output_format).load(str(out / "share_state_records"))
     assert decoded.count() == summary["inputs"]["share_state"]["decoded"]
     batches_type = dict(decoded.dtypes)["state_batches"]

@@ -1,0 +1,1465 @@
+"""Audit tables: pure DataFrame -> DataFrame functions over the decoded and replayed tables.
+
+Nothing here builds a Spark session, reads or writes storage, or brings rows to the driver:
+every function returns a lazy DataFrame (a few use one-row aggregates cross-joined back, so
+choices such as the state-topic partition count are made inside Spark too).
+
+* `delivery_counts`: offsets per (share-partition, delivery state, delivery count) in the
+  final replayed state.
+* `archived_ranges` -> `poison_messages` / `archived_messages`: offset ranges that any
+  decoded record showed as Archived, merged per share-partition into maximal ranges (a
+  window over the intervals sorted by first offset numbers the runs of overlapping or
+  touching intervals; the runs are then aggregated), with the earliest record that showed
+  any part of each range.
+* `pruning_cutoff`: per `__share_group_state` partition, the offset Kafka's share
+  coordinator would prune the log up to (`ShareCoordinatorOffsetsManager.lastRedundantOffset`).
+* `share_groups`: the share groups of `__consumer_offsets` as the group coordinator holds
+  them after replaying the latest record of every record key.
+* `share_partition_lag`: lag per share-partition against a table of end offsets.
+* `findings`: data-quality problems, one row each, with a severity and an actionable message.
+
+Column meanings, and why each rule is what it is: docs/audits.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sharestate.partitioning import DEFAULT_STATE_TOPIC_PARTITIONS, java_string_hash, kafka_abs
+
+KEY: Final = ("group_id", "topic_id", "partition")
+LOG_ORDER: Final = ("source_partition", "source_offset")
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVING, ARCHIVED = 0, 1, 2, 3, 4
+DELIVERY_STATE_NAMES: Final = {
+    AVAILABLE: "Available",
+    ACQUIRED: "Acquired",
+    ACKNOWLEDGED: "Acknowledged",
+    ARCHIVING: "Archiving",  # Kafka 4.3.1+ (KIP-1191); not terminal
+    ARCHIVED: "Archived",
+}
+ERROR, WARNING, INFO = "error", "warning", "info"
+SEVERITIES: Final = (ERROR, WARNING, INFO)
+
+#: `archived_ranges.reason` values.
+REASON_DELIVERY_LIMIT: Final = "delivery_count_limit"
+REASON_BELOW_LIMIT: Final = "below_delivery_limit"
+REASON_NEVER_DELIVERED: Final = "never_delivered"
+
+#: The `findings` table's columns, in order.
+FINDINGS_SCHEMA: Final = T.StructType(
+    [
+        T.StructField("severity", T.StringType()),
+        T.StructField("code", T.StringType()),
+        T.StructField("group_id", T.StringType()),
+        T.StructField("topic_id", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("source", T.StringType()),
+        T.StructField("source_partition", T.IntegerType()),
+        T.StructField("source_offset", T.LongType()),
+        T.StructField("affected", T.LongType()),
+        T.StructField("message", T.StringType()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    #: Kafka's `group.share.delivery.count.limit`: archived at this count = poison message.
+    delivery_count_limit: int = 5
+    #: A share-partition whose SPSO has not moved for this long while records wait is stalled;
+    #: a partition listed as initializing (a topic as deleting) this long is stuck.
+    stall_span_seconds: float = 86400.0
+    #: Partitions of `__share_group_state`; None: Kafka's default 50 or the highest exported
+    #: partition + 1, whichever fits the export (the check is skipped when neither fits).
+    state_topic_partitions: int | None = None
+
+
+@dataclass(frozen=True)
+class Audits:
+    """The audit tables. `poison_messages` and `archived_messages` are two filters of
+    `archived_ranges`: persist that one to explode and merge the batches once."""
+
+    delivery_counts: DataFrame
+    archived_ranges: DataFrame
+    poison_messages: DataFrame
+    archived_messages: DataFrame
+    pruning_cutoff: DataFrame
+    findings: DataFrame
+    share_groups: DataFrame | None = None
+    share_partition_lag: DataFrame | None = None
+
+    def worth_caching(self) -> list[DataFrame]:
+        """The small results that several tables (or a table and the run summary) read:
+        persist them to compute each once. The rest are filters of these."""
+        frames = [
+            self.delivery_counts,
+            self.archived_ranges,
+            self.pruning_cutoff,
+            self.share_groups,
+            self.share_partition_lag,
+            self.findings,
+        ]
+        return [frame for frame in frames if frame is not None]
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _live(state: DataFrame) -> DataFrame:
+    return state.filter(~F.coalesce(F.col("deleted"), F.lit(False)))
+
+
+def delivery_state_name(state: Column) -> Column:
+    """`Available`, `Acquired`, ... for a delivery state number; `Unknown(n)` otherwise."""
+    name: Column = F.concat(F.lit("Unknown("), state.cast("string"), F.lit(")"))
+    for number, text in reversed(DELIVERY_STATE_NAMES.items()):
+        name = F.when(state == F.lit(number), F.lit(text)).otherwise(name)
+    return name
+
+
+def _as_column(value: str | Column | None, dtype: T.DataType) -> Column:
+    if value is None:
+        return F.lit(None).cast(dtype)
+    column = F.col(value) if isinstance(value, str) else value
+    return column.cast(dtype)
+
+
+def finding(
+    df: DataFrame,
+    severity: str | Column,
+    code: str,
+    message: Column,
+    /,
+    *,
+    group_id: str | Column | None = None,
+    topic_id: str | Column | None = None,
+    partition: str | Column | None = None,
+    source: str | Column | None = None,
+    source_partition: str | Column | None = None,
+    source_offset: str | Column | None = None,
+    affected: str | Column | None = None,
+) -> DataFrame:
+    """Rows of `df` as findings (`FINDINGS_SCHEMA`). Strings name columns of `df`, except
+    `severity` and `source`, which are literal values."""
+    source_column = F.lit(source) if isinstance(source, str) or source is None else source
+    fields = {f.name: f.dataType for f in FINDINGS_SCHEMA.fields}
+    return df.select(
+        (F.lit(severity) if isinstance(severity, str) else severity).alias("severity"),
+        F.lit(code).alias("code"),
+        _as_column(group_id, fields["group_id"]).alias("group_id"),
+        _as_column(topic_id, fields["topic_id"]).alias("topic_id"),
+        _as_column(partition, fields["partition"]).alias("partition"),
+        source_column.cast("string").alias("source"),
+        _as_column(source_partition, fields["source_partition"]).alias("source_partition"),
+        _as_column(source_offset, fields["source_offset"]).alias("source_offset"),
+        _as_column(affected, fields["affected"]).alias("affected"),
+        message.alias("message"),
+    )
+
+
+def _text(value: Column) -> Column:
+    return F.coalesce(value.cast("string"), F.lit("?"))
+
+
+def _msg(*parts: str | Column) -> Column:
+    """A message from literal text and column values (null values print as `?`)."""
+    return F.concat(*[F.lit(p) if isinstance(p, str) else _text(p) for p in parts])
+
+
+def _share_partition_text() -> Column:
+    return _msg(F.col("group_id"), ":", F.col("topic_id"), ":", F.col("partition"))
+
+
+# --- delivery_counts ---------------------------------------------------------------------------
+
+
+def delivery_counts(state: DataFrame, delivery_count_limit: int = 5) -> DataFrame:
+    """Offsets per (share-partition, delivery_state, delivery_count) in the final state of
+    every share-partition that is not deleted."""
+    batch = F.col("b")
+    size = F.greatest(batch["last_offset"] - batch["first_offset"] + 1, F.lit(0))
+    return (
+        _live(state)
+        .select(*KEY, F.explode("state_batches").alias("b"))
+        .groupBy(
+            *KEY,
+            batch["delivery_state"].alias("delivery_state"),
+            batch["delivery_count"].alias("delivery_count"),
+        )
+        .agg(
+            F.sum(size).cast("long").alias("offsets"),
+            F.count(F.lit(1)).alias("batches"),
+            F.min(batch["first_offset"]).alias("first_offset"),
+            F.max(batch["last_offset"]).alias("last_offset"),
+        )
+        .select(
+            *KEY,
+            "delivery_state",
+            delivery_state_name(F.col("delivery_state")).alias("delivery_state_name"),
+            "delivery_count",
+            "offsets",
+            "batches",
+            "first_offset",
+            "last_offset",
+            (F.col("delivery_count") >= F.lit(delivery_count_limit)).alias("at_delivery_limit"),
+        )
+    )
+
+
+# --- poison_messages / archived_messages -------------------------------------------------------
+
+
+def merge_ranges(intervals: DataFrame, by: Sequence[str]) -> DataFrame:
+    """The union of the intervals [first_offset, last_offset] per `by`, as maximal ranges
+    (overlapping or touching intervals join). Each range keeps the max and min
+    delivery_count of its intervals and the earliest and latest record (log order) that
+    showed any part of it.
+
+    `intervals`: `by` columns, first_offset, last_offset, delivery_count, source_partition,
+    source_offset, source_timestamp. Distributed: identical intervals are aggregated first
+    (a snapshot repeats what updates wrote), then a window per `by`, sorted by first offset,
+    carries the furthest last offset seen so far; an interval that starts beyond it + 1
+    starts a new range, and a running sum of those starts numbers the ranges."""
+    seen = F.struct(*LOG_ORDER, "source_timestamp")
+    distinct = intervals.groupBy(*by, "first_offset", "last_offset").agg(
+        F.max("delivery_count").alias("delivery_count"),
+        F.min("delivery_count").alias("min_delivery_count"),
+        F.min(seen).alias("first_seen"),
+        F.max(seen).alias("last_seen"),
+        F.count(F.lit(1)).alias("sightings"),
+    )
+    ordered = Window.partitionBy(*by).orderBy("first_offset", "last_offset")
+    reach = distinct.withColumn(
+        "_reach",
+        F.max("last_offset").over(ordered.rowsBetween(Window.unboundedPreceding, -1)),
+    )
+    # first - 1 > reach, not first > reach + 1: offsets near Long.MAX_VALUE must not overflow.
+    starts = F.when(
+        F.col("_reach").isNull() | (F.col("first_offset") - 1 > F.col("_reach")), 1
+    ).otherwise(0)
+    numbered = reach.withColumn(
+        "_range",
+        F.sum(starts).over(ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)),
+    )
+    merged = numbered.groupBy(*by, "_range").agg(
+        F.min("first_offset").alias("first_offset"),
+        F.max("last_offset").alias("last_offset"),
+        F.max("delivery_count").alias("delivery_count"),
+        F.min("min_delivery_count").alias("min_delivery_count"),
+        F.min("first_seen").alias("first_seen"),
+        F.max("last_seen").alias("last_seen"),
+        F.sum("sightings").cast("long").alias("sightings"),
+    )
+    return merged.select(
+        *by,
+        "first_offset",
+        "last_offset",
+        (F.col("last_offset") - F.col("first_offset") + 1).alias("offsets"),
+        "delivery_count",
+        "min_delivery_count",
+        F.col("first_seen.source_partition").alias("first_seen_source_partition"),
+        F.col("first_seen.source_offset").alias("first_seen_source_offset"),
+        F.col("first_seen.source_timestamp").alias("first_seen_timestamp"),
+        F.col("last_seen.source_partition").alias("last_seen_source_partition"),
+        F.col("last_seen.source_offset").alias("last_seen_source_offset"),
+        F.col("last_seen.source_timestamp").alias("last_seen_timestamp"),
+        "sightings",
+    )
+
+
+def archived_intervals(records: DataFrame) -> DataFrame:
+    """Every Archived batch of every decoded snapshot and update, one row each, with the
+    record that holds it. Batches that end before they start are left out (the replay
+    reports those as `replay_error`)."""
+    archived = F.filter(
+        "state_batches",
+        lambda b: (
+            (b["delivery_state"] == F.lit(ARCHIVED)) & (b["last_offset"] >= b["first_offset"])
+        ),
+    )
+    return (
+        records.filter(F.col("record_type").isin("snapshot", "update"))
+        .select(*KEY, *LOG_ORDER, "source_timestamp", F.explode(archived).alias("b"))
+        .select(
+            *KEY,
+            *LOG_ORDER,
+            "source_timestamp",
+            F.col("b.first_offset").alias("first_offset"),
+            F.col("b.last_offset").alias("last_offset"),
+            F.col("b.delivery_count").alias("delivery_count"),
+        )
+    )
+
+
+def _with_final_state(ranges: DataFrame, state: DataFrame) -> DataFrame:
+    """Add what the final state says about each range: still archived there, and whether
+    the share-partition's start offset has moved past it."""
+    final = state.select(
+        *KEY,
+        F.col("deleted").alias("share_partition_deleted"),
+        F.col("effective_start_offset").alias("_eso"),
+        F.filter("state_batches", lambda b: b["delivery_state"] == F.lit(ARCHIVED)).alias(
+            "_archived"
+        ),
+    )
+    first, last = F.col("first_offset"), F.col("last_offset")
+    overlapping = F.filter(
+        F.coalesce(F.col("_archived"), F.array()),
+        lambda b: (b["first_offset"] <= last) & (b["last_offset"] >= first),
+    )
+    in_state = F.aggregate(
+        overlapping,
+        F.lit(0).cast("long"),
+        lambda acc, b: (
+            acc + F.least(b["last_offset"], last) - F.greatest(b["first_offset"], first) + F.lit(1)
+        ),
+    )
+    deleted = F.coalesce(F.col("share_partition_deleted"), F.lit(False))
+    return (
+        ranges.join(final, list(KEY), "left")
+        .withColumn("offsets_still_in_state", F.when(deleted, F.lit(0)).otherwise(in_state))
+        .withColumn("still_in_state", F.col("offsets_still_in_state") > 0)
+        .withColumn("below_start_offset", F.when(~deleted, last < F.col("_eso")).cast("boolean"))
+        .drop("_eso", "_archived")
+    )
+
+
+def archived_ranges(records: DataFrame, state: DataFrame, delivery_count_limit: int) -> DataFrame:
+    """Merged archived ranges per share-partition and `reason`:
+    `delivery_count_limit` (delivery count >= the limit: poison messages),
+    `below_delivery_limit` (archived after 1 to limit-1 deliveries: rejected by a consumer,
+    or archived by the broker for another reason), `never_delivered` (count 0)."""
+    count = F.col("delivery_count")
+    reason = (
+        F.when(count >= F.lit(delivery_count_limit), F.lit(REASON_DELIVERY_LIMIT))
+        .when(count <= 0, F.lit(REASON_NEVER_DELIVERED))
+        .otherwise(F.lit(REASON_BELOW_LIMIT))
+    )
+    merged = merge_ranges(
+        archived_intervals(records).withColumn("reason", reason), [*KEY, "reason"]
+    )
+    return _with_final_state(merged, state)
+
+
+def poison_messages(ranges: DataFrame) -> DataFrame:
+    """Ranges archived at or above the delivery-count limit (from `archived_ranges`)."""
+    return ranges.filter(F.col("reason") == REASON_DELIVERY_LIMIT).drop("reason")
+
+
+def archived_messages(ranges: DataFrame) -> DataFrame:
+    """Ranges archived below the delivery-count limit (from `archived_ranges`)."""
+    return ranges.filter(F.col("reason") != REASON_DELIVERY_LIMIT)
+
+
+# --- pruning_cutoff ----------------------------------------------------------------------------
+
+
+def exported_positions(records: DataFrame, quarantine: DataFrame | None, source: str) -> DataFrame:
+    """(source_partition, source_offset) of every exported row of one input that reached a
+    table: decoded records and quarantined rows (not rows of another topic)."""
+    positions = records.select(*LOG_ORDER)
+    if quarantine is not None:
+        positions = positions.unionByName(
+            quarantine.filter(
+                (F.col("source") == source) & (F.col("reason_kind") != "wrong topic")
+            ).select(*LOG_ORDER)
+        )
+    return positions
+
+
+def pruning_cutoff(records: DataFrame, quarantine: DataFrame | None = None) -> DataFrame:
+    """Per `__share_group_state` partition: the offset Kafka's share coordinator would prune
+    its log up to after loading these records (ShareCoordinatorOffsetsManager).
+
+    Kafka tracks, per share-partition, the offset of its latest ShareSnapshot (updates are
+    not tracked); a tombstone drops the share-partition. The cut-off is the minimum of the
+    tracked offsets, computed at each snapshot or tombstone including the record itself, so
+    a partition whose share-partitions are all deleted keeps its last tombstone's offset.
+    Kafka deletes records below the cut-off only when it is > 0."""
+    snapshot_or_tombstone = F.col("record_type").isin("snapshot", "tombstone")
+    per_key = records.groupBy("source_partition", *KEY).agg(
+        F.max(F.struct("source_offset", "record_type")).alias("_last"),
+        F.max(
+            F.when(
+                snapshot_or_tombstone,
+                F.struct("source_offset", "source_timestamp", "record_type"),
+            )
+        ).alias("_event"),
+    )
+    tracked = F.coalesce(F.col("_event.record_type") == "snapshot", F.lit(False))
+    live = F.col("_last.record_type") != "tombstone"
+    held = F.struct(
+        F.col("_event.source_offset").alias("offset"),
+        F.col("_event.source_timestamp").alias("timestamp"),
+        *[F.col(c).alias(c) for c in KEY],
+    )
+    last_event = F.struct(
+        F.col("_event.source_offset").alias("offset"),
+        F.col("_event.source_timestamp").alias("timestamp"),
+    )
+    per_partition = per_key.groupBy("source_partition").agg(
+        F.min(F.when(tracked, held)).alias("_held"),
+        F.max(last_event).alias("_last_event"),
+        F.count(F.when(live, 1)).alias("live_share_partitions"),
+        F.count(F.when(tracked, 1)).alias("tracked_share_partitions"),
+        F.count(F.when(live & ~tracked, 1)).alias("untracked_live_share_partitions"),
+        F.count(F.when(~live, 1)).alias("deleted_share_partitions"),
+    )
+    cutoffs = per_partition.select(
+        "source_partition",
+        F.coalesce(F.col("_held.offset"), F.col("_last_event.offset")).alias("cutoff_offset"),
+        F.when(F.col("_held").isNotNull(), F.col("_held.timestamp"))
+        .otherwise(F.col("_last_event.timestamp"))
+        .alias("cutoff_timestamp"),
+        "live_share_partitions",
+        "tracked_share_partitions",
+        "untracked_live_share_partitions",
+        "deleted_share_partitions",
+        F.col("_held.group_id").alias("held_by_group_id"),
+        F.col("_held.topic_id").alias("held_by_topic_id"),
+        F.col("_held.partition").alias("held_by_partition"),
+    )
+    positions = exported_positions(records, quarantine, "share_state")
+    counted = (
+        positions.join(
+            F.broadcast(cutoffs.select("source_partition", "cutoff_offset")),
+            "source_partition",
+            "left",
+        )
+        .groupBy("source_partition")
+        .agg(
+            F.count(F.lit(1)).alias("exported_records"),
+            F.min("source_offset").alias("first_exported_offset"),
+            F.max("source_offset").alias("last_exported_offset"),
+            F.count(F.when(F.col("source_offset") < F.col("cutoff_offset"), 1)).alias(
+                "records_before_cutoff"
+            ),
+        )
+    )
+    zero = F.lit(0).cast("long")
+    return counted.join(cutoffs, "source_partition", "left").select(
+        "source_partition",
+        "cutoff_offset",
+        F.coalesce(F.col("cutoff_offset") > 0, F.lit(False)).alias("prunable"),
+        "cutoff_timestamp",
+        *[
+            F.coalesce(F.col(c), zero).alias(c)
+            for c in (
+                "live_share_partitions",
+                "tracked_share_partitions",
+                "untracked_live_share_partitions",
+                "deleted_share_partitions",
+            )
+        ],
+        "held_by_group_id",
+        "held_by_topic_id",
+        "held_by_partition",
+        "records_before_cutoff",
+        "exported_records",
+        "first_exported_offset",
+        "last_exported_offset",
+    )
+
+
+# --- share_groups ------------------------------------------------------------------------------
+
+
+def latest_group_records(group_records: DataFrame) -> DataFrame:
+    """The latest share-group record (log order) of every record key: (type, group, member).
+    Records of one group all sit on the group's `__consumer_offsets` partition."""
+    newest_first = Window.partitionBy("record_type_id", "group_id", "member_id").orderBy(
+        *[F.col(c).desc() for c in LOG_ORDER]
+    )
+    return (
+        group_records.filter(F.col("is_share_record"))
+        .withColumn("_rank", F.row_number().over(newest_first))
+        .filter("_rank = 1")
+        .drop("_rank")
+    )
+
+
+def _names(topics: Column) -> Column:
+    return F.transform(F.coalesce(topics, F.array()), lambda t: t["topic_name"])
+
+
+def topic_names(group_records: DataFrame) -> DataFrame:
+    """(topic_id, topic_name) pairs named by share-group records (types 15 and 9)."""
+    share = group_records.filter(F.col("is_share_record") & ~F.col("tombstone"))
+    pairs = [
+        share.select(F.explode(column).alias("t")).select("t.topic_id", "t.topic_name")
+        for column in (
+            "initializing_topics",
+            "initialized_topics",
+            "deleting_topics",
+            "partition_metadata_topics",
+        )
+    ]
+    out = pairs[0]
+    for more in pairs[1:]:
+        out = out.unionByName(more)
+    return out.filter(F.col("topic_name").isNotNull()).distinct()
+
+
+def _partition_count(topics: Column) -> Column:
+    return F.aggregate(
+        F.coalesce(topics, F.array()),
+        F.lit(0).cast("long"),
+        lambda acc, t: acc + F.coalesce(F.size(t["partitions"]), F.lit(0)).cast("long"),
+    )
+
+
+def share_groups(group_records: DataFrame) -> DataFrame:
+    """One row per share group seen in `__consumer_offsets`, from the latest record of every
+    record key, as Kafka's group coordinator replays them (a tombstone removes its key)."""
+    latest = latest_group_records(group_records)
+    kind = F.col("record_type_id")
+    alive = ~F.col("tombstone")
+    at = F.struct(*LOG_ORDER, "source_timestamp")
+    groups = latest.groupBy("group_id").agg(
+        F.max(at).alias("_last"),
+        F.max(F.when(alive, at)).alias("_last_live"),
+        F.first(
+            F.when(
+                kind == 11, F.struct("tombstone", "group_epoch", "metadata_hash", at.alias("at"))
+            ),
+            ignorenulls=True,
+        ).alias("_meta"),
+        F.first(
+            F.when(kind == 12, F.struct("tombstone", "assignment_epoch")), ignorenulls=True
+        ).alias("_assignment"),
+        F.first(
+            F.when(
+                kind == 15,
+                F.struct(
+                    "tombstone",
+                    "initializing_topics",
+                    "initialized_topics",
+                    "deleting_topics",
+                    at.alias("at"),
+                ),
+            ),
+            ignorenulls=True,
+        ).alias("_spm"),
+        F.first(
+            F.when(kind == 9, F.struct("tombstone", "partition_metadata_topics")),
+            ignorenulls=True,
+        ).alias("_pm"),
+    )
+    member = latest.filter(alive & (kind == 10)).select(
+        "group_id", "member_id", "client_id", "client_host", "rack_id", "subscribed_topic_names"
+    )
+    assignment = latest.filter(alive & (kind == 14)).select(
+        "group_id", "member_id", "member_epoch", "member_state", "assigned_partitions"
+    )
+    members = (
+        member.join(assignment, ["group_id", "member_id"], "left")
+        .groupBy("group_id")
+        .agg(
+            F.collect_list(
+                F.struct(
+                    "member_id",
+                    "client_id",
+                    "client_host",
+                    "rack_id",
+                    "subscribed_topic_names",
+                    "member_epoch",
+                    "member_state",
+                    "assigned_partitions",
+                )
+            ).alias("_members")
+        )
+    )
+    meta_live = F.col("_meta").isNotNull() & ~F.col("_meta.tombstone")
+    # Deleted: the latest ShareGroupMetadata is a tombstone and nothing live came after it.
+    deleted = F.coalesce(F.col("_meta.tombstone"), F.lit(False)) & (
+        F.col("_last_live").isNull() | (F.col("_last_live") < F.col("_meta.at"))
+    )
+    spm_live = F.col("_spm").isNotNull() & ~F.col("_spm.tombstone")
+
+    def spm(field: str) -> Column:
+        return F.when(spm_live, F.col(f"_spm.{field}"))
+
+    pm_topics = F.when(
+        F.col("_pm").isNotNull() & ~F.col("_pm.tombstone"), F.col("_pm.partition_metadata_topics")
+    )
+    all_names = F.array_sort(
+        F.array_distinct(
+            F.filter(
+                F.concat(
+                    _names(spm("initializing_topics")),
+                    _names(spm("initialized_topics")),
+                    _names(spm("deleting_topics")),
+                    _names(pm_topics),
+                ),
+                lambda name: name.isNotNull(),
+            )
+        )
+    )
+    members_sorted = F.array_sort(
+        F.coalesce(F.col("_members"), F.array()),
+        lambda a, b: (
+            F.when(a["member_id"] < b["member_id"], -1)
+            .when(a["member_id"] > b["member_id"], 1)
+            .otherwise(0)
+        ),
+    )
+    return groups.join(members, "group_id", "left").select(
+        "group_id",
+        F.when(meta_live, F.col("_meta.group_epoch")).alias("group_epoch"),
+        F.when(meta_live, F.col("_meta.metadata_hash")).alias("metadata_hash"),
+        F.when(
+            F.col("_assignment").isNotNull() & ~F.col("_assignment.tombstone"),
+            F.col("_assignment.assignment_epoch"),
+        ).alias("assignment_epoch"),
+        deleted.alias("deleted"),
+        F.when(deleted, F.col("_meta.at.source_offset")).alias("deleted_at_source_offset"),
+        F.when(deleted, F.col("_meta.at.source_timestamp")).alias("deleted_at_timestamp"),
+        F.size(members_sorted).alias("member_count"),
+        members_sorted.alias("members"),
+        spm("initializing_topics").alias("initializing_topics"),
+        spm("initialized_topics").alias("initialized_topics"),
+        spm("deleting_topics").alias("deleting_topics"),
+        _partition_count(spm("initializing_topics")).alias("initializing_partitions"),
+        _partition_count(spm("initialized_topics")).alias("initialized_partitions"),
+        F.size(F.coalesce(spm("deleting_topics"), F.array())).alias("deleting_topic_count"),
+        all_names.alias("topic_names"),
+        F.when(spm_live, F.col("_spm.at.source_offset")).alias("state_metadata_source_offset"),
+        F.when(spm_live, F.col("_spm.at.source_timestamp")).alias("state_metadata_timestamp"),
+        F.col("_last.source_partition").alias("last_source_partition"),
+        F.col("_last.source_offset").alias("last_source_offset"),
+        F.col("_last.source_timestamp").alias("last_source_timestamp"),
+    )
+
+
+# --- share_partition_lag -----------------------------------------------------------------------
+
+
+def share_partition_lag(
+    state: DataFrame, end_offsets: DataFrame, names: DataFrame | None = None
+) -> DataFrame:
+    """Lag of every live share-partition: records at or past its start offset that are not
+    yet delivered to completion.
+
+    `end_offsets`: topic_id (nullable), topic (nullable), partition, end_offset (see
+    `sharestate.io.read_end_offsets`); rows with only a topic name are matched through
+    `names` (topic_id, topic_name from `topic_names`). With a DeliveryCompleteCount (4.2+,
+    >= 0), lag = end_offset - start_offset - delivery_complete_count, as Kafka computes it
+    (the count is of Acknowledged/Archived offsets at or past the persisted start offset).
+    Otherwise lag = end_offset - effective_start_offset - the Acknowledged/Archived offsets
+    of the batches at or past it."""
+    ends = end_offsets.select(
+        F.col("topic_id").cast("string").alias("topic_id"),
+        F.col("topic").cast("string").alias("topic"),
+        F.col("partition").cast("int").alias("partition"),
+        F.col("end_offset").cast("long").alias("end_offset"),
+    )
+    if names is not None:
+        by_name = names.select(
+            F.col("topic_id").alias("_named_id"), F.col("topic_name").alias("_name")
+        )
+        ends = ends.join(by_name, ends["topic"] == by_name["_name"], "left").select(
+            F.coalesce("topic_id", "_named_id").alias("topic_id"),
+            "topic",
+            "partition",
+            "end_offset",
+        )
+    ends = (
+        ends.filter(F.col("topic_id").isNotNull())
+        .groupBy("topic_id", "partition")
+        .agg(F.max("end_offset").alias("end_offset"), F.max("topic").alias("_end_topic"))
+    )
+    eso = F.col("effective_start_offset")
+    terminal_past = F.aggregate(
+        F.coalesce(F.col("state_batches"), F.array()),
+        F.lit(0).cast("long"),
+        lambda acc, b: (
+            acc
+            + F.when(
+                b["delivery_state"].isin(ACKNOWLEDGED, ARCHIVED),
+                F.greatest(b["last_offset"] - F.greatest(b["first_offset"], eso) + 1, F.lit(0)),
+            ).otherwise(F.lit(0))
+        ),
+    )
+    dcc_known = F.coalesce(F.col("delivery_complete_count") >= 0, F.lit(False))
+    initialized = F.col("start_offset") >= 0
+    lag_dcc = F.when(
+        dcc_known & initialized,
+        F.col("end_offset") - F.col("start_offset") - F.col("delivery_complete_count"),
+    )
+    lag_batches = F.when(
+        initialized, F.col("end_offset") - eso - F.col("terminal_offsets_past_start")
+    )
+    live = (
+        _live(state)
+        .select(
+            *KEY,
+            "start_offset",
+            "effective_start_offset",
+            "delivery_complete_count",
+            terminal_past.alias("terminal_offsets_past_start"),
+            "last_source_partition",
+            "last_source_offset",
+        )
+        .join(ends, ["topic_id", "partition"], "left")
+    )
+    topic = F.col("_end_topic")
+    if names is not None:
+        known = names.groupBy("topic_id").agg(F.min("topic_name").alias("_known_name"))
+        live = live.join(known, "topic_id", "left")
+        topic = F.coalesce(topic, F.col("_known_name"))
+    return live.select(
+        *KEY,
+        topic.alias("topic"),
+        "start_offset",
+        "effective_start_offset",
+        "delivery_complete_count",
+        "terminal_offsets_past_start",
+        "end_offset",
+        F.when(dcc_known, lag_dcc).otherwise(lag_batches).alias("lag"),
+        F.when(dcc_known, F.lit("delivery_complete_count"))
+        .otherwise(F.lit("state_batches"))
+        .alias("lag_method"),
+        lag_dcc.alias("lag_from_delivery_complete_count"),
+        lag_batches.alias("lag_from_state_batches"),
+        "last_source_partition",
+        "last_source_offset",
+    )
+
+
+# --- findings ----------------------------------------------------------------------------------
+
+
+def _hash_key(group_id: str | None, topic_id: str | None, partition: int | None) -> int | None:
+    if group_id is None or topic_id is None or partition is None:
+        return None
+    return kafka_abs(java_string_hash(f"{group_id}:{topic_id}:{partition}"))
+
+
+def wrong_state_partition_findings(records: DataFrame, partitions: int | None) -> DataFrame:
+    """Share-partitions whose records sit on a `__share_group_state` partition other than the
+    one Kafka's partitioner picks (`sharestate.partitioning.state_topic_partition`).
+
+    With `partitions` None the count is chosen inside Spark: Kafka's default (50) or the
+    highest exported partition + 1, whichever puts more share-partitions on their own
+    partition; if even that fits fewer than half of them, the topic has some other count and
+    one info finding says the check was skipped."""
+    # A lambda: Spark reads a function's type hints as a pandas UDF declaration.
+    hash_key = F.udf(lambda g, t, p: _hash_key(g, t, p), T.IntegerType())
+    keys = (
+        records.groupBy(*KEY, "source_partition")
+        .agg(F.count(F.lit(1)).alias("_records"), F.min("source_offset").alias("_first"))
+        .withColumn("_hash", hash_key(*[F.col(c) for c in KEY]))
+    )
+    fits = (F.col("_hash") % F.col("_n")) == F.col("source_partition")
+    if partitions is not None:
+        choice = keys.agg(
+            F.lit(partitions).alias("_n"),
+            F.lit(True).alias("_usable"),
+            F.count(F.lit(1)).alias("_total"),
+            F.lit("given by --state-topic-partitions").alias("_why"),
+        )
+    else:
+        default = F.lit(DEFAULT_STATE_TOPIC_PARTITIONS)
+        inferred = keys.agg((F.max("source_partition") + 1).alias("_inferred"))
+        scored = keys.crossJoin(inferred).agg(
+            F.first("_inferred").alias("_inferred"),
+            F.count(F.lit(1)).alias("_total"),
+            F.sum(
+                F.when((F.col("_hash") % default) == F.col("source_partition"), 1).otherwise(0)
+            ).alias("_fit_default"),
+            F.sum(
+                F.when(
+                    (F.col("_hash") % F.col("_inferred")) == F.col("source_partition"), 1
+                ).otherwise(0)
+            ).alias("_fit_inferred"),
+        )
+        use_default = (F.col("_inferred") <= default) & (
+            F.col("_fit_default") >= F.col("_fit_inferred")
+        )
+        choice = scored.select(
+            F.when(use_default, default).otherwise(F.col("_inferred")).alias("_n"),
+            (
+                F.when(use_default, F.col("_fit_default")).otherwise(F.col("_fit_inferred")) * 2
+                >= F.col("_total")
+            ).alias("_usable"),
+            "_total",
+            F.when(use_default, F.lit("Kafka's default, which fits this export"))
+            .otherwise(F.lit("inferred: highest exported partition + 1"))
+            .alias("_why"),
+        )
+    checked = keys.crossJoin(choice)
+    wrong = checked.filter(F.col("_usable") & ~fits)
+    misplaced = finding(
+        wrong,
+        ERROR,
+        "wrong_state_partition",
+        _msg(
+            F.col("_records"),
+            " record(s) of this share-partition are on __share_group_state partition ",
+            F.col("source_partition"),
+            ", but Kafka's partitioner (hash of '",
+            _share_partition_text(),
+            "') puts it on partition ",
+            F.col("_hash") % F.col("_n"),
+            " of ",
+            F.col("_n"),
+            " (",
+            F.col("_why"),
+            "). Kafka's share coordinator never reads them for this share-partition, while"
+            " this replay merges them in log order; check --state-topic-partitions and how"
+            " the export was produced",
+        ),
+        group_id="group_id",
+        topic_id="topic_id",
+        partition="partition",
+        source="share_state",
+        source_partition="source_partition",
+        source_offset="_first",
+        affected="_records",
+    )
+    skipped = finding(
+        choice.filter(~F.col("_usable") & (F.col("_total") > 0)),
+        INFO,
+        "state_partition_check_skipped",
+        _msg(
+            "records on the wrong __share_group_state partition were not checked: with ",
+            F.col("_n"),
+            " partitions (",
+            F.col("_why"),
+            ") fewer than half of the ",
+            F.col("_total"),
+            " share-partitions sit where Kafka's partitioner puts them, so the topic has another"
+            " partition count; give it with --state-topic-partitions",
+        ),
+        source="share_state",
+        affected="_total",
+    )
+    return misplaced.unionByName(skipped)
+
+
+def snapshot_findings(history: DataFrame) -> DataFrame:
+    """Updates that the replay applied with no state before them (from the history's
+    segments: a snapshot or tombstone starts a segment; segment 0 is what comes before the
+    first snapshot in the export)."""
+    update = F.col("record_type") == "update"
+    segments = history.groupBy(*KEY, "segment").agg(
+        F.min(F.struct(*LOG_ORDER, "record_type")).alias("_first"),
+        F.min(F.when(update, F.struct(*LOG_ORDER))).alias("_first_update"),
+        F.count(F.when(update, 1)).alias("_updates"),
+    )
+    segments = segments.withColumn("_last_segment", F.max("segment").over(Window.partitionBy(*KEY)))
+    starts_with_update = F.col("_first.record_type") == "update"
+    after_tombstone = (F.col("_first.record_type") == "tombstone") & (F.col("_updates") > 0)
+    final = F.col("segment") == F.col("_last_segment")
+    where: dict[str, str | Column | None] = {
+        "source": "share_state",
+        "group_id": "group_id",
+        "topic_id": "topic_id",
+        "partition": "partition",
+        "source_partition": F.col("_first_update.source_partition"),
+        "source_offset": F.col("_first_update.source_offset"),
+        "affected": "_updates",
+    }
+    superseded = finding(
+        segments.filter(starts_with_update & ~final),
+        INFO,
+        "update_before_snapshot",
+        _msg(
+            F.col("_updates"),
+            " ShareUpdate record(s) come before the first ShareSnapshot of this share-partition"
+            " in the export (the export starts after Kafka pruned the log, which keeps only"
+            " each share-partition's latest snapshot onwards). The history rows up to the"
+            " snapshot are partial; the final state is exact",
+        ),
+        **where,
+    )
+    without_snapshot = finding(
+        segments.filter(starts_with_update & final),
+        WARNING,
+        "state_without_snapshot",
+        _msg(
+            "the state of this share-partition was built from ",
+            F.col("_updates"),
+            " ShareUpdate record(s) with no ShareSnapshot in the export: batches written"
+            " before the export starts are missing, so the state may be incomplete, and"
+            " Kafka's pruning cut-off does not track it (pruning_cutoff counts it as"
+            " untracked). Export __share_group_state from its log start offset",
+        ),
+        **where,
+    )
+    after_delete = finding(
+        segments.filter(after_tombstone),
+        WARNING,
+        "update_after_tombstone",
+        _msg(
+            F.col("_updates"),
+            " ShareUpdate record(s) follow a tombstone of this share-partition with no"
+            " ShareSnapshot between (Kafka 4.1+ refuses writes to a deleted share-partition):"
+            " the export is out of order or incomplete",
+            F.when(final, F.lit("; the final state was built from these updates only")).otherwise(
+                F.lit("")
+            ),
+        ),
+        **where,
+    )
+    return superseded.unionByName(without_snapshot).unionByName(after_delete)
+
+
+def share_state_gap_findings(positions: DataFrame) -> DataFrame:
+    """Offsets missing inside the exported range of each `__share_group_state` partition, one
+    finding per gap. The topic is not compacted and its writer is not transactional, so a
+    gap means the export lost records. A window runs only over partitions with a gap."""
+    stats = positions.groupBy("source_partition").agg(
+        F.count(F.lit(1)).alias("_rows"),
+        F.min("source_offset").alias("_min"),
+        F.max("source_offset").alias("_max"),
+    )
+    gapped = stats.filter(F.col("_max") - F.col("_min") + 1 > F.col("_rows")).select(
+        "source_partition"
+    )
+    ordered = Window.partitionBy("source_partition").orderBy("source_offset")
+    gaps = (
+        positions.join(F.broadcast(gapped), "source_partition", "left_semi")
+        .withColumn("_previous", F.lag("source_offset").over(ordered))
+        .filter(F.col("source_offset") - F.col("_previous") > 1)
+        .withColumn("_from", F.col("_previous") + 1)
+        .withColumn("_to", F.col("source_offset") - 1)
+        .withColumn("_missing", F.col("_to") - F.col("_from") + 1)
+    )
+    return finding(
+        gaps,
+        WARNING,
+        "source_offset_gap",
+        _msg(
+            "offsets ",
+            F.col("_from"),
+            "-",
+            F.col("_to"),
+            " (",
+            F.col("_missing"),
+            " records) of __share_group_state partition ",
+            F.col("source_partition"),
+            " are missing from the export. The topic is not compacted and Kafka prunes it only"
+            " from its start, so the export lost them: the replay of share-partitions on this"
+            " partition may miss updates; re-export the range",
+        ),
+        source="share_state",
+        source_partition="source_partition",
+        source_offset="_from",
+        affected="_missing",
+    )
+
+
+def consumer_offsets_gap_findings(positions: DataFrame) -> DataFrame:
+    """One info finding per `__consumer_offsets` partition with missing offsets: expected
+    (compaction and transaction markers leave gaps), listed for completeness checks."""
+    stats = positions.groupBy("source_partition").agg(
+        F.count(F.lit(1)).alias("_rows"),
+        F.min("source_offset").alias("_min"),
+        F.max("source_offset").alias("_max"),
+    )
+    gapped = stats.withColumn("_missing", F.col("_max") - F.col("_min") + 1 - F.col("_rows"))
+    return finding(
+        gapped.filter(F.col("_missing") > 0),
+        INFO,
+        "source_offset_gap",
+        _msg(
+            F.col("_missing"),
+            " offsets between ",
+            F.col("_min"),
+            " and ",
+            F.col("_max"),
+            " of __consumer_offsets partition ",
+            F.col("source_partition"),
+            " are not in the export; expected, since the topic is compacted and transaction"
+            " markers take offsets",
+        ),
+        source="consumer_offsets",
+        source_partition="source_partition",
+        source_offset="_min",
+        affected="_missing",
+    )
+
+
+def quarantine_findings(quarantine: DataFrame) -> DataFrame:
+    """One warning per (input, reason_kind) of quarantined rows."""
+    kinds = quarantine.groupBy("source", "reason_kind").agg(
+        F.count(F.lit(1)).alias("_rows"), F.min(F.struct(*LOG_ORDER)).alias("_first")
+    )
+    topic = (
+        F.when(F.col("source") == "share_state", F.lit("__share_group_state"))
+        .when(F.col("source") == "consumer_offsets", F.lit("__consumer_offsets"))
+        .otherwise(F.col("source"))
+    )
+    return finding(
+        kinds,
+        WARNING,
+        "decode_quarantine",
+        _msg(
+            F.col("_rows"),
+            " row(s) of the ",
+            topic,
+            " export could not be decoded (",
+            F.col("reason_kind"),
+            "); they are in the quarantine table with their bytes and exact reason."
+            " Kafka skips such records too, so the replay may differ from the broker's",
+        ),
+        source=F.col("source"),
+        source_partition=F.col("_first.source_partition"),
+        source_offset=F.col("_first.source_offset"),
+        affected="_rows",
+    )
+
+
+def replay_error_findings(history: DataFrame) -> DataFrame:
+    return finding(
+        history.filter(F.col("replay_error").isNotNull()),
+        ERROR,
+        "replay_error",
+        _msg(
+            "this record could not be applied (",
+            F.col("replay_error"),
+            "); Kafka's own load fails on it as well. The share-partition's state is the one"
+            " before it: find out what wrote the record",
+        ),
+        group_id="group_id",
+        topic_id="topic_id",
+        partition="partition",
+        source="share_state",
+        source_partition="source_partition",
+        source_offset="source_offset",
+        affected=F.lit(1),
+    )
+
+
+def delivery_limit_findings(counts: DataFrame, delivery_count_limit: int) -> DataFrame:
+    """Share-partitions whose final state holds delivery counts above the limit."""
+    above = (
+        counts.filter(F.col("delivery_count") > F.lit(delivery_count_limit))
+        .groupBy(*KEY)
+        .agg(F.sum("offsets").alias("_offsets"), F.max("delivery_count").alias("_max"))
+    )
+    return finding(
+        above,
+        WARNING,
+        "delivery_count_above_limit",
+        _msg(
+            F.col("_offsets"),
+            " offset(s) in the final state have a delivery count above --delivery-count-limit ",
+            str(delivery_count_limit),
+            " (up to ",
+            F.col("_max"),
+            "). Kafka archives a record once its count reaches the group's limit, so the"
+            " limit is higher (group.share.delivery.count.limit, or the group's"
+            " share.delivery.count.limit): run with the limit the group uses",
+        ),
+        group_id="group_id",
+        topic_id="topic_id",
+        partition="partition",
+        affected="_offsets",
+    )
+
+
+def _age_at_least(reference: Column, moment: Column, seconds: float) -> Column:
+    return (F.unix_micros(reference) - F.unix_micros(moment)) >= F.lit(int(seconds * 1_000_000))
+
+
+def _hours(reference: Column, moment: Column) -> Column:
+    return F.round((F.unix_micros(reference) - F.unix_micros(moment)) / F.lit(3_600_000_000), 1)
+
+
+def stalled_findings(
+    history: DataFrame, state: DataFrame, span_seconds: float, lag: DataFrame | None = None
+) -> DataFrame:
+    """Live share-partitions with records waiting (Available or Acquired offsets in the final
+    state, or lag > 0) whose effective start offset has not moved for `span_seconds` before
+    the export's last record."""
+    waiting = F.col("available_offsets") + F.col("acquired_offsets")
+    candidates = _live(state).select(*KEY, "effective_start_offset", waiting.alias("_waiting"))
+    if lag is not None:
+        candidates = candidates.join(
+            lag.select(*KEY, F.col("lag").alias("_lag")), list(KEY), "left"
+        )
+    else:
+        candidates = candidates.withColumn("_lag", F.lit(None).cast("long"))
+    candidates = candidates.filter(
+        (F.col("_waiting") > 0) | F.coalesce(F.col("_lag") > 0, F.lit(False))
+    )
+    ordered = Window.partitionBy(*KEY).orderBy(*LOG_ORDER)
+    eso = F.col("effective_start_offset")
+    since = (
+        history.join(candidates.select(*KEY), list(KEY), "left_semi")
+        .withColumn("_changed", ~eso.eqNullSafe(F.lag(eso).over(ordered)))
+        .groupBy(*KEY)
+        .agg(
+            F.max(F.when(F.col("_changed"), F.struct("source_timestamp", *LOG_ORDER))).alias(
+                "_since"
+            )
+        )
+    )
+    reference = history.agg(F.max("source_timestamp").alias("_end"))
+    stalled = (
+        candidates.join(since, list(KEY))
+        .crossJoin(reference)
+        .filter(_age_at_least(F.col("_end"), F.col("_since.source_timestamp"), span_seconds))
+    )
+    return finding(
+        stalled,
+        WARNING,
+        "spso_stalled",
+        _msg(
+            "the start offset has stayed at ",
+            eso,
+            " since ",
+            F.col("_since.source_timestamp"),
+            " (",
+            _hours(F.col("_end"), F.col("_since.source_timestamp")),
+            " h before the export's last record, --stall-span ",
+            str(round(span_seconds / 3600, 3)),
+            " h) while ",
+            F.col("_waiting"),
+            " offset(s) are Available or Acquired",
+            F.when(F.col("_lag").isNotNull(), _msg(" and the lag is ", F.col("_lag"))).otherwise(
+                F.lit("")
+            ),
+            ": check the group's consumers, and poison records at the start offset",
+        ),
+        group_id="group_id",
+        topic_id="topic_id",
+        partition="partition",
+        source="share_state",
+        source_partition=F.col("_since.source_partition"),
+        source_offset=F.col("_since.source_offset"),
+        affected="_waiting",
+    )
+
+
+def _contains_partition(topics: Column) -> Column:
+    return F.exists(
+        F.coalesce(topics, F.array()),
+        lambda t: (
+            (t["topic_id"] == F.col("topic_id"))
+            & F.coalesce(F.array_contains(t["partitions"], F.col("partition")), F.lit(False))
+        ),
+    )
+
+
+def _contains_topic(topics: Column) -> Column:
+    return F.exists(F.coalesce(topics, F.array()), lambda t: t["topic_id"] == F.col("topic_id"))
+
+
+def group_findings(
+    state: DataFrame, groups: DataFrame, group_records: DataFrame, span_seconds: float
+) -> DataFrame:
+    """Share state that the group metadata does not account for, and partitions stuck in
+    initializing (topics in deleting)."""
+    live = _live(state).select(*KEY, "last_source_partition", "last_source_offset")
+    known = groups.select(
+        "group_id",
+        F.col("deleted").alias("_group_deleted"),
+        F.col("deleted_at_source_offset").alias("_deleted_at"),
+        F.col("initializing_topics").alias("_initializing"),
+        F.col("initialized_topics").alias("_initialized"),
+        F.col("deleting_topics").alias("_deleting"),
+        F.col("state_metadata_source_offset").alias("_spm_offset"),
+        F.lit(True).alias("_known"),
+    )
+    joined = live.join(known, "group_id", "left")
+    where: dict[str, str | Column | None] = {
+        "group_id": "group_id",
+        "topic_id": "topic_id",
+        "partition": "partition",
+        "source": "share_state",
+        "source_partition": "last_source_partition",
+        "source_offset": "last_source_offset",
+        "affected": F.lit(1),
+    }
+    unknown = finding(
+        joined.filter(F.col("_known").isNull()),
+        WARNING,
+        "state_for_unknown_group",
+        _msg(
+            "live share state, but __consumer_offsets has no share-group record of group '",
+            F.col("group_id"),
+            "': the exports are from different times or clusters, or the group's records"
+            " are missing from the export",
+        ),
+        **where,
+    )
+    deleted = finding(
+        joined.filter(F.col("_known") & F.col("_group_deleted")),
+        WARNING,
+        "state_for_deleted_group",
+        _msg(
+            "live share state for group '",
+            F.col("group_id"),
+            "', which __consumer_offsets shows deleted (ShareGroupMetadata tombstone at offset ",
+            F.col("_deleted_at"),
+            "). Deleting a group deletes its share state (tombstones on __share_group_state):"
+            " the state was left behind, or the share-state export ends before the deletion",
+        ),
+        **where,
+    )
+    in_initializing = _contains_partition(F.col("_initializing"))
+    in_deleting = _contains_topic(F.col("_deleting"))
+    not_initialized = (
+        F.col("_known")
+        & ~F.col("_group_deleted")
+        & F.col("_spm_offset").isNotNull()
+        & ~_contains_partition(F.col("_initialized"))
+    )
+    uninitialized = finding(
+        joined.filter(not_initialized),
+        F.when(in_initializing | in_deleting, F.lit(INFO)).otherwise(F.lit(WARNING)),
+        "partition_not_initialized",
+        _msg(
+            "live share state, but the group's ShareGroupStatePartitionMetadata (offset ",
+            F.col("_spm_offset"),
+            ") does not list this topic-partition as initialized",
+            F.when(in_initializing, F.lit(": it is still initializing"))
+            .when(in_deleting, F.lit(": its topic is being deleted"))
+            .otherwise(
+                F.lit(
+                    ": the group no longer consumes it and its state was not deleted, or the"
+                    " exports are from different times"
+                )
+            ),
+        ),
+        **where,
+    )
+    reference = group_records.agg(F.max("source_timestamp").alias("_end"))
+    listed = groups.filter(~F.col("deleted") & F.col("state_metadata_timestamp").isNotNull())
+    live_keys = live.select(*KEY, F.lit(True).alias("_has_state"))
+    initializing = (
+        listed.select(
+            "group_id",
+            "state_metadata_source_offset",
+            "state_metadata_timestamp",
+            "last_source_partition",
+            F.explode("initializing_topics").alias("t"),
+        )
+        .select(
+            "group_id",
+            F.col("t.topic_id").alias("topic_id"),
+            F.col("t.topic_name").alias("_topic_name"),
+            F.explode("t.partitions").alias("partition"),
+            "state_metadata_source_offset",
+            "state_metadata_timestamp",
+            "last_source_partition",
+        )
+        .join(live_keys, list(KEY), "left")
+        .crossJoin(reference)
+    )
+    old = _age_at_least(F.col("_end"), F.col("state_metadata_timestamp"), span_seconds)
+    stuck_init = finding(
+        initializing,
+        F.when(old, F.lit(WARNING)).otherwise(F.lit(INFO)),
+        "stuck_initializing",
+        _msg(
+            "partition ",
+            F.col("partition"),
+            " of topic ",
+            F.coalesce(F.col("_topic_name"), F.col("topic_id")),
+            " has been initializing since at least ",
+            F.col("state_metadata_timestamp"),
+            " (",
+            _hours(F.col("_end"), F.col("state_metadata_timestamp")),
+            " h before the __consumer_offsets export's last record)",
+            F.when(
+                F.col("_has_state"),
+                F.lit(
+                    "; __share_group_state already holds its state, so the group coordinator"
+                    " did not record the completed initialization"
+                ),
+            ).otherwise(F.lit("; no share state exists for it yet")),
+        ),
+        group_id="group_id",
+        topic_id="topic_id",
+        partition="partition",
+        source="consumer_offsets",
+        source_partition="last_source_partition",
+        source_offset="state_metadata_source_offset",
+        affected=F.lit(1),
+    )
+    state_per_topic = live.groupBy("group_id", "topic_id").agg(
+        F.count(F.lit(1)).alias("_live_partitions")
+    )
+    deleting = (
+        listed.select(
+            "group_id",
+            "state_metadata_source_offset",
+            "state_metadata_timestamp",
+            "last_source_partition",
+            F.explode("deleting_topics").alias("t"),
+        )
+        .select(
+            "group_id",
+            F.col("t.topic_id").alias("topic_id"),
+            F.col("t.topic_name").alias("_topic_name"),
+            "state_metadata_source_offset",
+            "state_metadata_timestamp",
+            "last_source_partition",
+        )
+        .join(state_per_topic, ["group_id", "topic_id"], "left")
+        .crossJoin(reference)
+    )
+    stuck_delete = finding(
+        deleting,
+        F.when(old, F.lit(WARNING)).otherwise(F.lit(INFO)),
+        "stuck_deleting",
+        _msg(
+            "topic ",
+            F.coalesce(F.col("_topic_name"), F.col("topic_id")),
+            " has been deleting since at least ",
+            F.col("state_metadata_timestamp"),
+            " (",
+            _hours(F.col("_end"), F.col("state_metadata_timestamp")),
+            " h before the __consumer_offsets export's last record); ",
+            F.coalesce(F.col("_live_partitions"), F.lit(0)),
+            " of its share-partitions still have live share state",
+        ),
+        group_id="group_id",
+        topic_id="topic_id",
+        source="consumer_offsets",
+        source_partition="last_source_partition",
+        source_offset="state_metadata_source_offset",
+        affected=F.coalesce(F.col("_live_partitions"), F.lit(0)),
+    )
+    return (
+        unknown.unionByName(deleted)
+        .unionByName(uninitialized)
+        .unionByName(stuck_init)
+        .unionByName(stuck_delete)
+    )
+
+
+def lag_findings(lag: DataFrame) -> DataFrame:
+    negative = finding(
+        lag.filter(F.col("lag") < 0),
+        WARNING,
+        "negative_lag",
+        _msg(
+            "lag is ",
+            F.col("lag"),
+            " (end offset ",
+            F.col("end_offset"),
+            ", start offset ",
+            F.col("start_offset"),
+            ", method ",
+            F.col("lag_method"),
+            "): the end offsets were taken before the share-state export ends; take them after it",
+        ),
+        group_id="group_id",
+        topic_id="topic_id",
+        partition="partition",
+        source="share_state",
+        source_partition="last_source_partition",
+        source_offset="last_source_offset",
+        affected=F.lit(1),
+    )
+    missing = finding(
+        lag.filter(F.col("end_offset").isNull()),
+        INFO,
+        "end_offset_missing",
+        F.lit(
+            "no end offset for this topic-partition in --end-offsets (rows are matched by"
+            " topic_id, or by topic name through the group metadata): its lag is unknown"
+        ),
+        group_id="group_id",
+        topic_id="topic_id",
+        partition="partition",
+        source="share_state",
+        source_partition="last_source_partition",
+        source_offset="last_source_offset",
+        affected=F.lit(1),
+    )
+    return negative.unionByName(missing)
+
+
+def findings(
+    records: DataFrame,
+    state: DataFrame,
+    history: DataFrame,
+    quarantine: DataFrame,
+    counts: DataFrame,
+    options: AuditOptions,
+    *,
+    group_records: DataFrame | None = None,
+    groups: DataFrame | None = None,
+    lag: DataFrame | None = None,
+) -> DataFrame:
+    """Every finding, one row each (`FINDINGS_SCHEMA`)."""
+    parts = [
+        quarantine_findings(quarantine),
+        replay_error_findings(history),
+        snapshot_findings(history),
+        share_state_gap_findings(exported_positions(records, quarantine, "share_state")),
+        wrong_state_partition_findings(records, options.state_topic_partitions),
+        delivery_limit_findings(counts, options.delivery_count_limit),
+        stalled_findings(history, state, options.stall_span_seconds, lag),
+    ]
+    if group_records is not None:
+        parts.append(
+            consumer_offsets_gap_findings(
+                exported_positions(group_records, quarantine, "consumer_offsets")
+            )
+        )
+        if groups is not None:
+            parts.append(group_findings(state, groups, group_records, options.stall_span_seconds))
+    if lag is not None:
+        parts.append(lag_findings(lag))
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part)
+    # A union of many small parts has a partition per part and shuffle partition: one file
+    # each when written. Findings are few; one partition writes one file.
+    return out.coalesce(1)
+
+
+def audit(
+    records: DataFrame,
+    state: DataFrame,
+    history: DataFrame,
+    quarantine: DataFrame,
+    options: AuditOptions | None = None,
+    *,
+    group_records: DataFrame | None = None,
+    end_offsets: DataFrame | None = None,
+) -> Audits:
+    """All audit tables from `share_state_records`, `share_partition_state`,
+    `share_partition_history`, `quarantine`, and optionally `share_group_records` and an end
+    offsets table."""
+    options = options or AuditOptions()
+    counts = delivery_counts(state, options.delivery_count_limit)
+    ranges = archived_ranges(records, state, options.delivery_count_limit)
+    groups = share_groups(group_records) if group_records is not None else None
+    lag = None
+    if end_offsets is not None:
+        names = topic_names(group_records) if group_records is not None else None
+        lag = share_partition_lag(state, end_offsets, names)
+    return Audits(
+        delivery_counts=counts,
+        archived_ranges=ranges,
+        poison_messages=poison_messages(ranges),
+        archived_messages=archived_messages(ranges),
+        pruning_cutoff=pruning_cutoff(records, quarantine),
+        findings=findings(
+            records,
+            state,
+            history,
+            quarantine,
+            counts,
+            options,
+            group_records=group_records,
+            groups=groups,
+            lag=lag,
+        ),
+        share_groups=groups,
+        share_partition_lag=lag,
+    )
