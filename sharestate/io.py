@@ -44,6 +44,8 @@ class Export:
     rows: DataFrame
     format: str
     path: str
+    #: `--mode incremental`: the rows an earlier run processed (not read again).
+    already_processed: DataFrame | None = None
 
 
 def is_kafka_uri(path: str) -> bool:
@@ -225,13 +227,71 @@ def _is_missing_source(err: Exception, fmt: str) -> bool:
     return "DATA_SOURCE_NOT_FOUND" in text or f"Failed to find the data source: {fmt}" in text
 
 
-def write_table(df: DataFrame, path: str, output_format: str) -> None:
-    writer = df.write.format(output_format).mode("overwrite")
+def write_table(
+    df: DataFrame, path: str, output_format: str, *, replace_where: str | None = None
+) -> None:
+    """Replace the table at `path` (or, with `replace_where`, the Delta rows matching it).
+
+    Readers never see a half-written table: a Delta write is one atomic commit (and the
+    previous version stays readable by time travel); Parquet is written beside the table
+    and swapped in by two renames."""
     if output_format == "delta":
-        writer = writer.option("overwriteSchema", "true")
+        writer = df.write.format("delta").mode("overwrite")
+        if replace_where is not None:
+            writer = writer.option("replaceWhere", replace_where)
+        else:
+            writer = writer.option("overwriteSchema", "true")
+        try:
+            writer.save(path)
+        except Exception as err:
+            if _is_missing_source(err, "delta"):
+                raise SparkSetupError(f"--output-format delta: {_DELTA_MISSING}") from None
+            raise
+        return
+    if replace_where is not None:
+        raise ValueError("replace_where needs a Delta table")
+    _write_parquet_swapped(df, path)
+
+
+def _write_parquet_swapped(df: DataFrame, path: str) -> None:
+    spark = df.sparkSession
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    staged = jvm.org.apache.hadoop.fs.Path(path.rstrip("/") + ".sharestate-new")
+    retired = jvm.org.apache.hadoop.fs.Path(path.rstrip("/") + ".sharestate-old")
+    fs.delete(staged, True)
+    df.write.mode("overwrite").parquet(staged.toString())
+    fs.delete(retired, True)
+    if fs.exists(hadoop_path) and not fs.rename(hadoop_path, retired):
+        raise InputError(f"{path}: cannot move the previous table aside")
+    if not fs.rename(staged, hadoop_path):
+        fs.rename(retired, hadoop_path)
+        raise InputError(f"{path}: cannot move the new table into place")
+    fs.delete(retired, True)
+
+
+def read_table(
+    spark: SparkSession, path: str, output_format: str, version: int | None = None
+) -> DataFrame | None:
+    """A table the job wrote earlier (a Delta `version` of it), or None if there is none."""
+    reader = spark.read.format(output_format)
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
     try:
-        writer.save(path)
-    except Exception as err:
-        if output_format == "delta" and _is_missing_source(err, "delta"):
-            raise SparkSetupError(f"--output-format delta: {_DELTA_MISSING}") from None
+        return reader.load(path)
+    except AnalysisException as err:
+        if (
+            "PATH_NOT_FOUND" in str(err)
+            or "DELTA_TABLE_NOT_FOUND" in str(err)
+            or ("is not a Delta table" in str(err))
+        ):
+            return None
         raise
+
+
+def delta_version(spark: SparkSession, path: str) -> int:
+    """The latest commit version of the Delta table at `path`."""
+    row = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()[0]
+    return int(row["version"])

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlparse
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from sharestate.config import (
     INPUT_FORMATS,
@@ -26,7 +26,15 @@ from sharestate.config import (
     read_config_file,
 )
 from sharestate.errors import InvalidConfigError
-from sharestate.io import write_table
+from sharestate.incremental import (
+    APPENDED_TABLES,
+    CHECKPOINT_TABLE,
+    PreviousOutput,
+    checkpoint_table,
+    new_rows_predicate,
+    read_prior_run,
+)
+from sharestate.io import delta_version, read_table, write_table
 from sharestate.pipeline import compute, summarize
 
 log = logging.getLogger("sharestate")
@@ -112,8 +120,12 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
     config = build_config(file_values, overrides)
     if config.output is None:
         raise InvalidConfigError("--output is required (on the command line or in --config)")
-    if config.mode == "incremental":
-        raise InvalidConfigError("--mode incremental is not available yet; run with --mode full")
+    if config.mode == "incremental" and config.output_format != "delta":
+        raise InvalidConfigError(
+            "--mode incremental needs --output-format delta (it updates tables in place)"
+        )
+    if config.mode == "incremental" and config.as_of is not None:
+        raise InvalidConfigError("--as-of replays a past state: run it with --mode full")
     return config
 
 
@@ -203,18 +215,58 @@ def _write_summary_file(output: str, summary: dict[str, Any]) -> None:
         handle.write("\n")
 
 
+def _previous_output(spark: SparkSession, output: str) -> PreviousOutput | None:
+    """For --mode incremental: the last complete run's checkpoint and tables, if any."""
+    prior = read_prior_run(read_table(spark, f"{output}/{CHECKPOINT_TABLE}", "delta"))
+    if prior is None or prior.state_version is None:
+        return None
+    tables: dict[str, DataFrame] = {}
+    for name in (*APPENDED_TABLES, "share_partition_state"):
+        version = prior.state_version if name == "share_partition_state" else None
+        table = read_table(spark, f"{output}/{name}", "delta", version)
+        if table is not None:
+            tables[name] = table
+    if "share_partition_state" not in tables:
+        return None
+    return PreviousOutput(prior, tables)
+
+
 def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any]:
-    """Run the job: read and decode the exports, write every table, print the summary."""
+    """Run the job: read and decode the exports, write every table, print the summary.
+
+    The checkpoint is written last: a run killed before it leaves the previous run's
+    checkpoint in force, and the next incremental run redoes this one's work."""
     if config.output is None:
         raise InvalidConfigError("--output is required to write tables")
-    results = compute(spark, config)
+    output = config.output.rstrip("/")
+    previous = None
+    if config.mode == "incremental":
+        previous = _previous_output(spark, output)
+        if previous is None:
+            log.info("no complete earlier run under %s: replaying everything", output)
+    results = compute(spark, config, previous)
     try:
         for name, df in results.tables().items():
             log.info("writing %s", name)
-            write_table(df, f"{config.output.rstrip('/')}/{name}", config.output_format)
+            where = None
+            if previous is not None and name in APPENDED_TABLES:
+                where = new_rows_predicate(previous.prior, APPENDED_TABLES[name])
+            write_table(df, f"{output}/{name}", config.output_format, replace_where=where)
         summary = summarize(results)
+        state_version = (
+            delta_version(spark, f"{output}/share_partition_state")
+            if config.output_format == "delta"
+            else None
+        )
+        read = {source: export.rows for source, export in results.inputs.items()}
+        checkpoint = checkpoint_table(
+            spark, previous.prior if previous else None, read, state_version
+        )
+        if config.as_of is None:  # a replay "as of" the past is not a point to go on from
+            write_table(checkpoint, f"{output}/{CHECKPOINT_TABLE}", config.output_format)
     finally:
         results.unpersist()
+    summary["mode"] = "incremental" if previous is not None else "full"
     summary["run_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     summary_df = spark.createDataFrame(
         [(summary["run_at"], json.dumps(summary, sort_keys=True))],

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark import StorageLevel
@@ -19,6 +19,8 @@ from sharestate import spark_decode
 from sharestate.audits import REASON_DELIVERY_LIMIT, SEVERITIES, AuditOptions, audit
 from sharestate.combiner import LATEST
 from sharestate.config import JobConfig
+from sharestate.fold import KEY
+from sharestate.incremental import PreviousOutput, new_rows_predicate, processed
 from sharestate.io import Export, deduplicate, read_end_offsets, read_export
 from sharestate.records import parse_kafka_version
 from sharestate.replay import as_of, replay
@@ -80,8 +82,33 @@ def _decoded_and_cached(decoded: spark_decode.Decoded, cache: list[DataFrame]) -
     cache.append(decoded.all_rows.persist(StorageLevel.MEMORY_AND_DISK))
 
 
-def compute(spark: SparkSession, config: JobConfig) -> Results:
-    """Read, decode and replay the exports named in `config`; nothing is written."""
+def _only_new(export: Export, source: str, previous: PreviousOutput | None) -> Export:
+    if previous is None:
+        return export
+    done = processed(previous.prior, source, "partition", "offset")
+    return replace(
+        export, rows=export.rows.filter(~done), already_processed=export.rows.filter(done)
+    )
+
+
+def _with_stored(
+    new: DataFrame, previous: PreviousOutput | None, table: str, source: str | None
+) -> DataFrame:
+    """`new` plus what earlier complete runs wrote to `table` (for the audits)."""
+    if previous is None or table not in previous.tables:
+        return new
+    stored = previous.tables[table].filter(f"NOT ({new_rows_predicate(previous.prior, source)})")
+    return stored.unionByName(new)
+
+
+def compute(
+    spark: SparkSession, config: JobConfig, previous: PreviousOutput | None = None
+) -> Results:
+    """Read, decode and replay the exports named in `config`; nothing is written.
+
+    With `previous` (`--mode incremental`), only rows above its checkpoint are read and
+    replayed, on top of its stored state: the per-record tables hold this run's new rows,
+    `share_partition_state` and the audit tables everything, as a full run would."""
     share_state = read_export(
         spark,
         config.share_state,
@@ -89,6 +116,7 @@ def compute(spark: SparkSession, config: JobConfig) -> Results:
         topic=SHARE_STATE_TOPIC,
         input_format=config.input_format,
     )
+    share_state = _only_new(share_state, "share_state", previous)
     inputs = {"share_state": share_state}
     end_offsets = (
         read_end_offsets(spark, config.end_offsets, config.input_format)
@@ -112,6 +140,7 @@ def compute(spark: SparkSession, config: JobConfig) -> Results:
             topic=CONSUMER_OFFSETS_TOPIC,
             input_format=config.input_format,
         )
+        offsets = _only_new(offsets, "consumer_offsets", previous)
         inputs["consumer_offsets"] = offsets
         groups = spark_decode.decode_consumer_offsets(
             deduplicate(offsets.rows), config.kafka_version
@@ -124,16 +153,27 @@ def compute(spark: SparkSession, config: JobConfig) -> Results:
             as_of(groups.quarantine, timestamp=moment)
         )
     replayed_records = as_of(state.records, source_offset=offset, timestamp=moment)
-    replayed = replay(replayed_records, parse_kafka_version(config.kafka_version) or LATEST)
+    prior_state = previous.tables.get("share_partition_state") if previous else None
+    replayed = replay(
+        replayed_records, parse_kafka_version(config.kafka_version) or LATEST, prior_state
+    )
     cached.append(replayed.folded.persist(StorageLevel.MEMORY_AND_DISK))
+    final_state = replayed.state
+    if prior_state is not None:  # share-partitions without new records keep their state
+        untouched = prior_state.join(replayed.state.select(*KEY), list(KEY), "left_anti")
+        final_state = untouched.unionByName(replayed.state)
     # One row per share-partition, read by most audit tables: keep it rather than redo its
     # window over the whole history each time.
-    cached.append(replayed.state.persist(StorageLevel.MEMORY_AND_DISK))
+    cached.append(final_state.persist(StorageLevel.MEMORY_AND_DISK))
+    if audited_groups is not None:
+        audited_groups = _with_stored(
+            audited_groups, previous, "share_group_records", "consumer_offsets"
+        )
     audits = audit(
-        replayed_records,
-        replayed.state,
-        replayed.history,
-        audited_quarantine,
+        _with_stored(replayed_records, previous, "share_state_records", "share_state"),
+        final_state,
+        _with_stored(replayed.history, previous, "share_partition_history", "share_state"),
+        _with_stored(audited_quarantine, previous, "quarantine", None),
         AuditOptions(
             delivery_count_limit=config.delivery_count_limit,
             stall_span_seconds=config.stall_span_seconds,
@@ -145,7 +185,7 @@ def compute(spark: SparkSession, config: JobConfig) -> Results:
     cached.extend(small.persist(StorageLevel.MEMORY_AND_DISK) for small in audits.worth_caching())
     return Results(
         share_state_records=state.records,
-        share_partition_state=replayed.state,
+        share_partition_state=final_state,
         share_partition_history=replayed.history,
         share_group_records=group_records,
         quarantine=quarantine,
@@ -192,6 +232,8 @@ def summarize(results: Results) -> dict[str, Any]:
             "quarantined": quarantined,
             "reconciled": read == (read - unique) + decoded + quarantined,
         }
+        if export.already_processed is not None:  # --mode incremental
+            summary["inputs"][source]["already_processed"] = export.already_processed.count()
     if "consumer_offsets" not in results.inputs:
         summary["inputs"]["consumer_offsets"] = {
             "skipped": "no --consumer-offsets given: group-metadata checks are skipped"
