@@ -32,11 +32,11 @@ run: setup ## generate sample exports, run the job on them (Spark local[*]), sho
 		--consumer-offsets $(SAMPLE)/consumer_offsets --output $(OUT) --show 20
 
 lint: setup ## ruff and mypy
-	$(VENV)/bin/ruff check sharestate jobs tests bench
+	$(VENV)/bin/ruff check sharestate jobs tests bench notebooks
 	$(VENV)/bin/mypy
 
 fmt: setup ## format with ruff
-	$(VENV)/bin/ruff format sharestate jobs tests bench
+	$(VENV)/bin/ruff format sharestate jobs tests bench notebooks
 
 test: setup setup-kafka lint ## lint, then every test (golden files are committed; Maven fetches the Kafka broker once)
 	$(PY) -m pytest -q
@@ -60,6 +60,7 @@ replay-corpus: ## regenerate tests/replay_corpus/ with Kafka's own ShareCoordina
 bench: setup ## decode (N=2000000) then replay (R=10000000 records, S=20000 share-partitions; half and double too)
 	$(PY) bench/bench_decode.py --records $${N:-2000000}
 	$(PY) bench/bench_replay.py --records $${R:-10000000} --share-partitions $${S:-20000}
+	$(PY) bench/bench_job.py --records $${R:-10000000} --share-partitions $${S:-20000}
 
 dist: setup ## dist/sharestate.zip for spark-submit --py-files
 	mkdir -p dist

@@ -1,0 +1,114 @@
+"""Whole-job benchmark (`make bench`): the job end to end, and an incremental run.
+
+On the simulated export of bench_replay.py (N records, default 10,000,000 over 20,000
+share-partitions; cached in bench-data/), in one Spark session on local[2]:
+
+* stages: decode alone, decode + replay (both to Spark's `noop` sink), then the whole job
+  (decode, replay, every audit table, Delta writes, summary): records/s end to end and
+  the share of the time per stage (decode; replay = decode+replay - decode; audits and
+  writes = job - decode+replay);
+* incremental: a full run over the export without the last 1% of every state-topic
+  partition, then `--mode incremental` over the whole export; its time against the full
+  run's (goal: at least 10x faster).
+
+Results go to bench-data/job-results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_replay import DATA, _export, _measure  # noqa: E402
+
+from sharestate.config import JobConfig  # noqa: E402
+from sharestate.job import main as run_job  # noqa: E402
+from sharestate.simulate import write_export  # noqa: E402
+
+
+def _without_last_percent(export: Path) -> tuple[Path, int]:
+    """The export minus the last 1% of each state-topic partition's rows."""
+    target = export.parent / "first-99-percent"
+    table = ds.dataset(export).to_table()
+    if not target.exists():
+        ends = table.group_by("partition").aggregate([("offset", "max")])
+        cut = {p: int(m * 0.99) for p, m in zip(*ends.to_pydict().values(), strict=True)}
+        limits = pc.take(
+            pa.array(list(cut.values())),
+            pc.index_in(table.column("partition"), value_set=pa.array(list(cut.keys()))),
+        )
+        write_export(table.filter(pc.less(table.column("offset"), limits)), target)
+    return target, table.num_rows - ds.dataset(target).count_rows()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=10_000_000)
+    parser.add_argument("--share-partitions", type=int, default=20_000)
+    parser.add_argument("--seed", type=int, default=932)
+    args = parser.parse_args()
+    DATA.mkdir(exist_ok=True)
+    export, meta = _export(args.records, args.share_partitions, args.seed)
+    first, new_rows = _without_last_percent(export)
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from sharestate.session import local_session
+
+    spark = local_session(
+        app_name="sharestate-bench-job",
+        conf_file=ROOT / "conf" / "spark-defaults.conf",
+        conf={"spark.master": "local[2]", "spark.ui.enabled": "false"},
+        jars_dir=ROOT / ".jars",
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    stages = _measure(spark, export)
+    out = DATA / "job-output"
+
+    def timed(share_state: Path, output: Path, mode: str) -> float:
+        started = time.perf_counter()
+        run_job(spark, JobConfig(share_state=str(share_state), output=str(output), mode=mode))
+        return time.perf_counter() - started
+
+    shutil.rmtree(out, ignore_errors=True)
+    full = timed(export, out / "full", "full")
+    timed(first, out / "incremental", "full")
+    incremental = timed(export, out / "incremental", "incremental")
+    spark.stop()
+    records = meta["records"]
+    result = {
+        "records": records,
+        "job_seconds": full,
+        "job_records_per_sec": records / full,
+        "share_of_time": {
+            "decode": stages["decode_seconds"] / full,
+            "replay": (stages["replay_seconds"] - stages["decode_seconds"]) / full,
+            "audits_and_writes": (full - stages["replay_seconds"]) / full,
+        },
+        "stage_seconds": stages,
+        "incremental": {
+            "new_records": new_rows,
+            "seconds": incremental,
+            "full_run_seconds": full,
+            "speedup": full / incremental,
+        },
+        "goals": {"job_records_per_sec": 200_000, "incremental_speedup": 10},
+    }
+    (DATA / "job-results.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
