@@ -24,7 +24,7 @@ TOPIC = "Uj5wn_FqTXirEASvVZRY1w"
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("sample")
-    write_sample(root, SampleSpec(steps=60))
+    write_sample(root, SampleSpec(records=800))
     return root
 
 
