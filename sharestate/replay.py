@@ -64,13 +64,6 @@ def _fold(kafka: tuple[int, int], batches: Iterator[pa.RecordBatch]) -> Iterator
     return fold_batches(batches, kafka)
 
 
-def fold_segment(kafka: tuple[int, int], table: pa.Table) -> pa.Table:
-    """One (share-partition, segment) folded in log order (for tests and notebooks)."""
-    ordered = table.sort_by([(name, "ascending") for name in LOG_ORDER])
-    batches = list(fold_batches(iter(ordered.to_batches()), kafka))
-    return pa.Table.from_batches(batches, schema=pa.schema(HISTORY_FIELDS))
-
-
 def with_segments(records: DataFrame) -> DataFrame:
     """Number each share-partition's segments: a snapshot or tombstone starts one (a seed
     row of an incremental run carries the number the previous run reached)."""
