@@ -293,5 +293,7 @@ def read_table(
 
 def delta_version(spark: SparkSession, path: str) -> int:
     """The latest commit version of the Delta table at `path`."""
+    if urlparse(path).scheme == "":  # delta.`path` wants an absolute path
+        path = os.path.abspath(path)
     row = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()[0]
     return int(row["version"])
