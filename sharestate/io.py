@@ -150,9 +150,15 @@ def read_export(
     if is_kafka_uri(path):
         return Export(check_schema(_read_kafka(spark, path, topic), what, path), "kafka", path)
     fmt = detect_format(spark, path) if input_format == "auto" else input_format
+    df = _load(spark, path, fmt, what)
+    return Export(check_schema(df, what, path), fmt, path)
+
+
+def _load(spark: SparkSession, path: str, fmt: str, what: str) -> DataFrame:
+    """The table at `path`, resolved now so that a bad path fails here, naming the option."""
     try:
         df = spark.read.format(fmt).load(path)
-        df.schema  # noqa: B018 - force resolution so a bad path fails here, with its name
+        df.schema  # noqa: B018 - force resolution
     except Exception as err:
         if fmt == "delta" and _is_missing_source(err, "delta"):
             raise SparkSetupError(f"{what} {path} is a Delta table. {_DELTA_MISSING}") from None
@@ -160,7 +166,7 @@ def read_export(
             raise
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InputError(f"{what} {path}: cannot be read as {fmt}: {first_line}") from None
-    return Export(check_schema(df, what, path), fmt, path)
+    return df
 
 
 #: Columns of an --end-offsets table: a topic (`topic_id` and/or `topic`), partition, end offset.
@@ -175,16 +181,8 @@ def read_end_offsets(spark: SparkSession, path: str, input_format: str = "auto")
     if is_kafka_uri(path):
         raise InputError(f"{what} {path}: expected a Parquet folder or a Delta table")
     fmt = detect_format(spark, path) if input_format == "auto" else input_format
-    try:
-        df = spark.read.format(fmt).load(path)
-        types = {f.name: f.dataType for f in df.schema.fields}
-    except Exception as err:
-        if fmt == "delta" and _is_missing_source(err, "delta"):
-            raise SparkSetupError(f"{what} {path} is a Delta table. {_DELTA_MISSING}") from None
-        if not isinstance(err, AnalysisException):
-            raise
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise InputError(f"{what} {path}: cannot be read as {fmt}: {first_line}") from None
+    df = _load(spark, path, fmt, what)
+    types = {f.name: f.dataType for f in df.schema.fields}
     problems = [f"missing column {c}" for c in ("partition", "end_offset") if c not in types]
     if "topic_id" not in types and "topic" not in types:
         problems.append("missing column topic_id or topic (one of them is needed)")
