@@ -24,7 +24,11 @@ $(JARS)/.fetched: scripts/fetch_jars.sh
 	bash scripts/fetch_jars.sh $(JARS)
 	touch $@
 
-setup: $(VENV)/.installed $(JARS)/.fetched ## virtualenv with the package, Delta and Kafka jars in .jars/
+# The JVM fast paths (decode, fold), compiled against pyspark's own jars: no download.
+$(JARS)/sharestate-jvm.jar: $(VENV)/.installed scripts/build_jvm.sh $(shell find jvm/src -name '*.java')
+	bash scripts/build_jvm.sh $(PY) $(JARS)
+
+setup: $(VENV)/.installed $(JARS)/.fetched $(JARS)/sharestate-jvm.jar ## virtualenv with the package, Delta and Kafka jars and the JVM fast paths in .jars/
 
 run: setup ## generate sample exports, run the job on them (Spark local[*]), show the replayed state
 	$(PY) -m sharestate sample --output $(SAMPLE)

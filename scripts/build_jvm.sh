@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Builds the JVM fast paths (jvm/src/main/java) into a jar beside the other runtime jars.
+# Compiled with javac against the jars pyspark ships, so nothing downloads; the local
+# session loads every jar in that folder (sharestate/session.py). On a cluster, pass the
+# jar to spark-submit with --jars.
+set -euo pipefail
+python=${1:-.venv/bin/python}
+dest=${2:-.jars}
+spark_jars=$("$python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+classes=jvm/target/classes
+rm -rf "$classes"
+mkdir -p "$classes" "$dest"
+mapfile -t sources < <(find jvm/src/main/java -name '*.java' | sort)
+javac --release 17 -Xlint:unchecked -nowarn -encoding UTF-8 -cp "$spark_jars/*" -d "$classes" "${sources[@]}"
+jar --create --file "$dest/sharestate-jvm.jar" -C "$classes" .
+echo "built $dest/sharestate-jvm.jar (${#sources[@]} sources)"
