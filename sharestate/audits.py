@@ -31,7 +31,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sharestate.partitioning import DEFAULT_STATE_TOPIC_PARTITIONS, java_string_hash, kafka_abs
+from sharestate.partitioning import DEFAULT_STATE_TOPIC_PARTITIONS
 
 KEY: Final = ("group_id", "topic_id", "partition")
 LOG_ORDER: Final = ("source_partition", "source_offset")
@@ -78,6 +78,16 @@ class AuditOptions:
     #: Partitions of `__share_group_state`; None: Kafka's default 50 or the highest exported
     #: partition + 1, whichever fits the export (the check is skipped when neither fits).
     state_topic_partitions: int | None = None
+
+
+@dataclass(frozen=True)
+class CarriedAudits:
+    """What an incremental run carries over from the earlier run's audit tables."""
+
+    #: The records this run adds (the rest are in the earlier run's tables).
+    new_records: DataFrame
+    #: The earlier run's poison_messages (with `reason` added) and archived_messages.
+    archived_ranges: DataFrame
 
 
 @dataclass(frozen=True)
@@ -215,25 +225,78 @@ def delivery_counts(state: DataFrame, delivery_count_limit: int = 5) -> DataFram
 # --- poison_messages / archived_messages -------------------------------------------------------
 
 
-def merge_ranges(intervals: DataFrame, by: Sequence[str]) -> DataFrame:
+def _seen() -> Column:
+    return F.struct(*LOG_ORDER, "source_timestamp")
+
+
+def _aggregates() -> list[Column]:
+    return [
+        F.max("delivery_count").alias("delivery_count"),
+        F.min("min_delivery_count").alias("min_delivery_count"),
+        F.min("first_seen").alias("first_seen"),
+        F.max("last_seen").alias("last_seen"),
+        F.sum("sightings").cast("long").alias("sightings"),
+    ]
+
+
+def _as_aggregated(intervals: DataFrame, by: Sequence[str]) -> DataFrame:
+    """Raw intervals (one per record and batch) in the aggregated form that `merge_ranges`
+    merges. Stored ranges of an earlier run take the same form (`stored_ranges`); merging
+    is associative (a union of intervals, with min, max and sum), so merging stored ranges
+    with new intervals gives what merging every interval gives."""
+    return intervals.select(
+        *by,
+        "first_offset",
+        "last_offset",
+        "delivery_count",
+        F.col("delivery_count").alias("min_delivery_count"),
+        _seen().alias("first_seen"),
+        _seen().alias("last_seen"),
+        F.lit(1).cast("long").alias("sightings"),
+    )
+
+
+def stored_ranges(ranges: DataFrame, by: Sequence[str]) -> DataFrame:
+    """Ranges an earlier run wrote (`merge_ranges` output columns), back in the aggregated
+    form, to merge new intervals into."""
+
+    def seen(prefix: str) -> Column:
+        return F.struct(
+            F.col(f"{prefix}_source_partition").alias("source_partition"),
+            F.col(f"{prefix}_source_offset").alias("source_offset"),
+            F.col(f"{prefix}_timestamp").alias("source_timestamp"),
+        )
+
+    return ranges.select(
+        *by,
+        "first_offset",
+        "last_offset",
+        "delivery_count",
+        "min_delivery_count",
+        seen("first_seen").alias("first_seen"),
+        seen("last_seen").alias("last_seen"),
+        F.col("sightings").cast("long").alias("sightings"),
+    )
+
+
+def merge_ranges(
+    intervals: DataFrame, by: Sequence[str], stored: DataFrame | None = None
+) -> DataFrame:
     """The union of the intervals [first_offset, last_offset] per `by`, as maximal ranges
     (overlapping or touching intervals join). Each range keeps the max and min
     delivery_count of its intervals and the earliest and latest record (log order) that
-    showed any part of it.
+    showed any part of it. `stored` (`stored_ranges` of an earlier run's output) is merged
+    in as if its intervals were given again.
 
     `intervals`: `by` columns, first_offset, last_offset, delivery_count, source_partition,
     source_offset, source_timestamp. Distributed: identical intervals are aggregated first
     (a snapshot repeats what updates wrote), then a window per `by`, sorted by first offset,
     carries the furthest last offset seen so far; an interval that starts beyond it + 1
     starts a new range, and a running sum of those starts numbers the ranges."""
-    seen = F.struct(*LOG_ORDER, "source_timestamp")
-    distinct = intervals.groupBy(*by, "first_offset", "last_offset").agg(
-        F.max("delivery_count").alias("delivery_count"),
-        F.min("delivery_count").alias("min_delivery_count"),
-        F.min(seen).alias("first_seen"),
-        F.max(seen).alias("last_seen"),
-        F.count(F.lit(1)).alias("sightings"),
-    )
+    aggregated = _as_aggregated(intervals, by)
+    if stored is not None:
+        aggregated = aggregated.unionByName(stored)
+    distinct = aggregated.groupBy(*by, "first_offset", "last_offset").agg(*_aggregates())
     ordered = Window.partitionBy(*by).orderBy("first_offset", "last_offset")
     reach = distinct.withColumn(
         "_reach",
@@ -250,11 +313,7 @@ def merge_ranges(intervals: DataFrame, by: Sequence[str]) -> DataFrame:
     merged = numbered.groupBy(*by, "_range").agg(
         F.min("first_offset").alias("first_offset"),
         F.max("last_offset").alias("last_offset"),
-        F.max("delivery_count").alias("delivery_count"),
-        F.min("min_delivery_count").alias("min_delivery_count"),
-        F.min("first_seen").alias("first_seen"),
-        F.max("last_seen").alias("last_seen"),
-        F.sum("sightings").cast("long").alias("sightings"),
+        *_aggregates(),
     )
     return merged.select(
         *by,
@@ -330,19 +389,30 @@ def _with_final_state(ranges: DataFrame, state: DataFrame) -> DataFrame:
     )
 
 
-def archived_ranges(records: DataFrame, state: DataFrame, delivery_count_limit: int) -> DataFrame:
+def archived_ranges(
+    records: DataFrame,
+    state: DataFrame,
+    delivery_count_limit: int,
+    stored: DataFrame | None = None,
+) -> DataFrame:
     """Merged archived ranges per share-partition and `reason`:
     `delivery_count_limit` (delivery count >= the limit: poison messages),
     `below_delivery_limit` (archived after 1 to limit-1 deliveries: rejected by a consumer,
-    or archived by the broker for another reason), `never_delivered` (count 0)."""
+    or archived by the broker for another reason), `never_delivered` (count 0).
+
+    `stored`: the ranges an earlier run wrote (poison_messages with `reason` added, and
+    archived_messages), with the same limit; `records` are then only the newer records."""
     count = F.col("delivery_count")
     reason = (
         F.when(count >= F.lit(delivery_count_limit), F.lit(REASON_DELIVERY_LIMIT))
         .when(count <= 0, F.lit(REASON_NEVER_DELIVERED))
         .otherwise(F.lit(REASON_BELOW_LIMIT))
     )
+    by = [*KEY, "reason"]
     merged = merge_ranges(
-        archived_intervals(records).withColumn("reason", reason), [*KEY, "reason"]
+        archived_intervals(records).withColumn("reason", reason),
+        by,
+        None if stored is None else stored_ranges(stored, by),
     )
     return _with_final_state(merged, state)
 
@@ -735,10 +805,23 @@ def share_partition_lag(
 # --- findings ----------------------------------------------------------------------------------
 
 
-def _hash_key(group_id: str | None, topic_id: str | None, partition: int | None) -> int | None:
-    if group_id is None or topic_id is None or partition is None:
-        return None
-    return kafka_abs(java_string_hash(f"{group_id}:{topic_id}:{partition}"))
+def kafka_key_hash(group_id: Column, topic_id: Column, partition: Column) -> Column:
+    """Kafka's `Utils.abs("group:topicId:partition".hashCode())` as a Spark column, without
+    a Python UDF (`sharestate.partitioning` is the readable version; tests check they
+    agree). Java's String.hashCode runs over UTF-16 code units; the sum is kept below 2**32
+    in long arithmetic so that ANSI mode never sees an overflow."""
+    units = F.encode(F.concat_ws(":", group_id, topic_id, partition.cast("string")), "UTF-16BE")
+    unsigned = F.aggregate(
+        F.sequence(F.lit(0), F.shiftright(F.octet_length(units), 1) - 1),
+        F.lit(0).cast("long"),
+        lambda acc, i: F.pmod(
+            acc * 31 + F.conv(F.hex(F.substring(units, i * 2 + 1, 2)), 16, 10).cast("long"),
+            F.lit(1 << 32).cast("long"),
+        ),
+    )
+    signed = F.when(unsigned >= 1 << 31, unsigned - (1 << 32)).otherwise(unsigned)
+    hashed = F.when(signed == -(1 << 31), F.lit(0)).otherwise(F.abs(signed)).cast("int")
+    return F.when(group_id.isNotNull() & topic_id.isNotNull() & partition.isNotNull(), hashed)
 
 
 def wrong_state_partition_findings(records: DataFrame, partitions: int | None) -> DataFrame:
@@ -749,12 +832,10 @@ def wrong_state_partition_findings(records: DataFrame, partitions: int | None) -
     highest exported partition + 1, whichever puts more share-partitions on their own
     partition; if even that fits fewer than half of them, the topic has some other count and
     one info finding says the check was skipped."""
-    # A lambda: Spark reads a function's type hints as a pandas UDF declaration.
-    hash_key = F.udf(lambda g, t, p: _hash_key(g, t, p), T.IntegerType())
     keys = (
         records.groupBy(*KEY, "source_partition")
         .agg(F.count(F.lit(1)).alias("_records"), F.min("source_offset").alias("_first"))
-        .withColumn("_hash", hash_key(*[F.col(c) for c in KEY]))
+        .withColumn("_hash", kafka_key_hash(*[F.col(c) for c in KEY]))
     )
     fits = (F.col("_hash") % F.col("_n")) == F.col("source_partition")
     if partitions is not None:
@@ -1431,13 +1512,20 @@ def audit(
     *,
     group_records: DataFrame | None = None,
     end_offsets: DataFrame | None = None,
+    carried: CarriedAudits | None = None,
 ) -> Audits:
     """All audit tables from `share_state_records`, `share_partition_state`,
     `share_partition_history`, `quarantine`, and optionally `share_group_records` and an end
-    offsets table."""
+    offsets table. With `carried` (an incremental run), tables that can go on from what an
+    earlier run wrote do so, reading only the new records."""
     options = options or AuditOptions()
     counts = delivery_counts(state, options.delivery_count_limit)
-    ranges = archived_ranges(records, state, options.delivery_count_limit)
+    if carried is not None:
+        ranges = archived_ranges(
+            carried.new_records, state, options.delivery_count_limit, carried.archived_ranges
+        )
+    else:
+        ranges = archived_ranges(records, state, options.delivery_count_limit)
     groups = share_groups(group_records) if group_records is not None else None
     lag = None
     if end_offsets is not None:

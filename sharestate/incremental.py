@@ -6,23 +6,30 @@ reads only rows above those offsets, replays them on top of that version of the 
 (a later, unfinished run may have written a newer one), appends its rows to the
 per-record tables with a `replaceWhere` of exactly the rows above the checkpoint (so a
 rerun after a killed run replaces what that run appended instead of duplicating it), and
-rewrites the state and the audit tables. The result equals a full run over everything.
+rewrites the state and the audit tables. Poison and archived ranges go on from the
+versions of those tables the checkpoint names (merging is associative), so only new
+records are exploded into intervals. The result equals a full run over everything.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 CHECKPOINT_TABLE: Final = "_checkpoint"
 CHECKPOINT_SCHEMA: Final = (
-    "source string, partition int, max_offset bigint, state_version bigint, written_at string"
+    "source string, partition int, max_offset bigint, state_version bigint, written_at string,"
+    " carried string"
 )
+#: Audit tables an incremental run goes on from (at the versions the checkpoint names),
+#: rather than recomputing them from every stored record.
+CARRIED_TABLES: Final = ("poison_messages", "archived_messages")
 #: Tables an incremental run appends to, and the input their rows come from (None: the
 #: table has a `source` column naming it).
 APPENDED_TABLES: Final[Mapping[str, str | None]] = {
@@ -39,6 +46,9 @@ class PriorRun:
 
     max_offsets: Mapping[str, Mapping[int, int]]  # input -> partition -> highest offset
     state_version: int | None
+    #: Delta versions of CARRIED_TABLES and the options they were computed with, e.g.
+    #: {"versions": {"poison_messages": 3}, "delivery_count_limit": 5}; empty if unknown.
+    carried: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -55,10 +65,14 @@ def read_prior_run(checkpoint: DataFrame | None) -> PriorRun | None:
         return None
     offsets: dict[str, dict[int, int]] = {}
     version = None
+    carried: dict[str, Any] = {}
     for row in checkpoint.collect():
         offsets.setdefault(row["source"], {})[int(row["partition"])] = int(row["max_offset"])
         version = row["state_version"]
-    return PriorRun(offsets, None if version is None else int(version))
+        text = row.asDict().get("carried")  # absent in checkpoints of earlier releases
+        if text:
+            carried = json.loads(text)
+    return PriorRun(offsets, None if version is None else int(version), carried)
 
 
 def _processed_sql(prior: PriorRun, source: str, partition: str, offset: str) -> str:
@@ -93,6 +107,7 @@ def checkpoint_table(
     prior: PriorRun | None,
     read: Mapping[str, DataFrame],
     state_version: int | None,
+    carried: Mapping[str, Any] | None = None,
 ) -> DataFrame:
     """The new `_checkpoint`: the prior offsets raised by the rows this run read."""
     offsets = {
@@ -104,8 +119,9 @@ def checkpoint_table(
             if row["m"] is not None:
                 seen[int(row["partition"])] = max(seen.get(int(row["partition"]), -1), row["m"])
     written = datetime.now(UTC).isoformat(timespec="seconds")
+    carried_json = json.dumps(dict(carried), sort_keys=True) if carried else None
     rows_out = [
-        (source, partition, offset, state_version, written)
+        (source, partition, offset, state_version, written, carried_json)
         for source, parts in sorted(offsets.items())
         for partition, offset in sorted(parts.items())
     ]

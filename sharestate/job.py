@@ -28,6 +28,7 @@ from sharestate.config import (
 from sharestate.errors import InvalidConfigError
 from sharestate.incremental import (
     APPENDED_TABLES,
+    CARRIED_TABLES,
     CHECKPOINT_TABLE,
     PreviousOutput,
     checkpoint_table,
@@ -226,6 +227,12 @@ def _previous_output(spark: SparkSession, output: str) -> PreviousOutput | None:
         table = read_table(spark, f"{output}/{name}", "delta", version)
         if table is not None:
             tables[name] = table
+    # Carried audit tables only at the versions the checkpointed run wrote: a later run
+    # that was killed may have written newer ones.
+    for name, version in prior.carried.get("versions", {}).items():
+        table = read_table(spark, f"{output}/{name}", "delta", int(version))
+        if table is not None:
+            tables[name] = table
     if "share_partition_state" not in tables:
         return None
     return PreviousOutput(prior, tables)
@@ -259,8 +266,16 @@ def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any
             else None
         )
         read = {source: export.rows for source, export in results.inputs.items()}
+        carried = None
+        if config.output_format == "delta":
+            carried = {
+                "versions": {
+                    name: delta_version(spark, f"{output}/{name}") for name in CARRIED_TABLES
+                },
+                "delivery_count_limit": config.delivery_count_limit,
+            }
         checkpoint = checkpoint_table(
-            spark, previous.prior if previous else None, read, state_version
+            spark, previous.prior if previous else None, read, state_version, carried
         )
         if config.as_of is None:  # a replay "as of" the past is not a point to go on from
             write_table(checkpoint, f"{output}/{CHECKPOINT_TABLE}", config.output_format)

@@ -16,11 +16,22 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sharestate import spark_decode
-from sharestate.audits import REASON_DELIVERY_LIMIT, SEVERITIES, AuditOptions, audit
+from sharestate.audits import (
+    REASON_DELIVERY_LIMIT,
+    SEVERITIES,
+    AuditOptions,
+    CarriedAudits,
+    audit,
+)
 from sharestate.combiner import LATEST
 from sharestate.config import JobConfig
 from sharestate.fold import KEY
-from sharestate.incremental import PreviousOutput, new_rows_predicate, processed
+from sharestate.incremental import (
+    CARRIED_TABLES,
+    PreviousOutput,
+    new_rows_predicate,
+    processed,
+)
 from sharestate.io import Export, deduplicate, read_end_offsets, read_export
 from sharestate.records import parse_kafka_version
 from sharestate.replay import as_of, replay
@@ -99,6 +110,20 @@ def _with_stored(
         return new
     stored = previous.tables[table].filter(f"NOT ({new_rows_predicate(previous.prior, source)})")
     return stored.unionByName(new)
+
+
+def _carried(
+    previous: PreviousOutput | None, new_records: DataFrame, config: JobConfig
+) -> CarriedAudits | None:
+    """What the audits go on from in an incremental run: the earlier run's ranges, if it
+    wrote them with the same --delivery-count-limit (else they are recomputed)."""
+    if previous is None or any(name not in previous.tables for name in CARRIED_TABLES):
+        return None
+    if previous.prior.carried.get("delivery_count_limit") != config.delivery_count_limit:
+        return None
+    poison = previous.tables["poison_messages"].withColumn("reason", F.lit(REASON_DELIVERY_LIMIT))
+    ranges = poison.unionByName(previous.tables["archived_messages"])
+    return CarriedAudits(new_records=new_records, archived_ranges=ranges)
 
 
 def compute(
@@ -181,6 +206,7 @@ def compute(
         ),
         group_records=audited_groups,
         end_offsets=end_offsets,
+        carried=_carried(previous, replayed_records, config),
     )
     cached.extend(small.persist(StorageLevel.MEMORY_AND_DISK) for small in audits.worth_caching())
     return Results(

@@ -1017,3 +1017,45 @@ def test_sample_findings(sample_run: SampleRun) -> None:
     assert not [code for (severity, code) in codes if severity == "error"]
     assert ("info", "state_partition_check_skipped") not in codes
     assert ("warning", "source_offset_gap") not in codes
+
+
+def test_kafka_key_hash_column_agrees_with_java_string_hash(spark: SparkSession) -> None:
+    """The SQL form of Kafka's partitioner hash (no Python UDF) against the readable one,
+    on non-ASCII group ids, surrogate pairs (UTF-16 code units) and Integer.MIN_VALUE."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from sharestate.partitioning import java_string_hash, kafka_abs
+
+    rng = random.Random(932)
+    alphabet = "abcXYZ-_.09éü漢字😀𝄞"
+    rows = [
+        (
+            "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))),
+            "".join(rng.choice("0123456789ABCDEFabcdef-_") for _ in range(22)),
+            rng.randint(0, 2**31 - 1),
+        )
+        for _ in range(2000)
+    ]
+    # A group id whose whole key hashes to Integer.MIN_VALUE (Utils.abs maps it to 0):
+    # hash(g + rest) = hash(g) * 31**len(rest) + hash(rest) (mod 2**32), and 31 is odd.
+    rest = ":topic:0"
+    modulus = 1 << 32
+    target = ((1 << 31) - java_string_hash(rest)) * pow(31, -len(rest), modulus) % modulus
+    digits = []
+    for _ in range(7):  # 31**7 > 2**32: seven base-31 digits, as chars 0..30
+        target, digit = divmod(target, 31)
+        digits.append(chr(digit))
+    group = "".join(reversed(digits))
+    assert java_string_hash(group + rest) == -(1 << 31)
+    rows.append((group, "topic", 0))
+    df = spark.createDataFrame(rows, "g string, t string, p int")
+    hashed = df.withColumn("h", audits.kafka_key_hash(F.col("g"), F.col("t"), F.col("p")))
+    got = {(r.g, r.t, r.p): r.h for r in hashed.collect()}
+    expected = {k: kafka_abs(java_string_hash(f"{k[0]}:{k[1]}:{k[2]}")) for k in rows}
+    assert got == expected
+    nulls = spark.createDataFrame([(None, "t", 1)], "g string, t string, p int")
+    assert (
+        nulls.select(audits.kafka_key_hash(F.col("g"), F.col("t"), F.col("p"))).first()[0] is None
+    )
