@@ -4,8 +4,11 @@ Generates N synthetic `__share_group_state` records (default 2,000,000) in the K
 schema, then measures in one Spark session on local[2]:
 
 * scan:  reading key+value and discarding them (`noop` sink), the ceiling;
-* ours:  the job's decode step (`mapInArrow`, numpy fast path + reference fallback);
-* naive: a classic row-at-a-time Python UDF calling the same reference decoder per row.
+* ours:  the job's decode step with `--engine` (auto: the JVM fast tier when the jar is on
+  the session, python: `mapInArrow`, numpy fast path + reference fallback; `both` times
+  the two as ours_python and ours_jvm);
+* naive: a classic row-at-a-time Python UDF calling the same reference decoder per row
+  (left out with --no-naive).
 
 Each is run --repeat times; the median is reported. The numbers that matter are the
 ratios, measured in the same run (absolute rates move 10-30% between runs on these
@@ -133,6 +136,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--data", default=str(ROOT / "bench-data" / "decode"))
+    parser.add_argument("--engine", choices=["auto", "python", "jvm", "both"], default="auto")
+    parser.add_argument("--no-naive", action="store_true", help="skip the row-at-a-time UDF")
     args = parser.parse_args()
 
     data = Path(args.data)
@@ -166,8 +171,17 @@ def main() -> None:
     def scan() -> None:
         df.select("key", "value").write.format("noop").mode("overwrite").save()
 
-    def ours() -> None:
-        spark_decode.decode_share_state(df).all_rows.write.format("noop").mode("overwrite").save()
+    def ours(engine: str) -> Any:
+        def run() -> None:
+            decoded = spark_decode.decode_share_state(df, engine=engine)
+            decoded.all_rows.write.format("noop").mode("overwrite").save()
+
+        return run
+
+    engines = ["python", "jvm"] if args.engine == "both" else [args.engine]
+    ours_actions = {
+        ("ours" if len(engines) == 1 else f"ours_{engine}"): ours(engine) for engine in engines
+    }
 
     # The naive UDF returns exactly what our decoder returns, same types.
     row_type = spark_decode.spark_type(SHARE_STATE_RESULT_FIELDS)
@@ -187,29 +201,37 @@ def main() -> None:
             "overwrite"
         ).save()
 
-    ours()  # warm up Python workers and the JIT once, outside the timings
+    for action in ours_actions.values():
+        action()  # warm up Python workers and the JIT once, outside the timings
     results: dict[str, Any] = {
         "records": args.records,
         "partitions": partitions,
         "repeat": args.repeat,
+        "engine": args.engine,
         "seconds": {},
     }
-    results["seconds"] = _timed_rounds(
-        {"scan": scan, "ours": ours, "naive_row_udf": naive}, args.repeat
-    )
+    actions = {"scan": scan, **ours_actions}
+    if not args.no_naive:
+        actions["naive_row_udf"] = naive
+    results["seconds"] = _timed_rounds(actions, args.repeat)
     for name, times in results["seconds"].items():
         runs = [round(t, 2) for t in times]
         print(f"  {name:14s} median {statistics.median(times):7.2f}s  runs {runs}")
     median = {k: statistics.median(v) for k, v in results["seconds"].items()}
     rate = {k: args.records / v for k, v in median.items()}
     results["records_per_second"] = rate
-    results["ours_vs_naive"] = rate["ours"] / rate["naive_row_udf"]
-    results["ours_vs_scan"] = rate["ours"] / rate["scan"]
     print(f"\nrecords/s on local[2], {partitions} input partitions, median of {args.repeat}:")
-    for name in ("scan", "ours", "naive_row_udf"):
+    for name in rate:
         print(f"  {name:14s} {rate[name]:>12,.0f}")
-    print(f"ours / naive row UDF = {results['ours_vs_naive']:.2f}x   (goal >= 5x)")
-    print(f"ours / scan          = {results['ours_vs_scan']:.0%}   (goal >= 30%)")
+    if "ours_jvm" in rate:
+        results["jvm_vs_python"] = rate["ours_jvm"] / rate["ours_python"]
+        print(f"ours_jvm / ours_python = {results['jvm_vs_python']:.2f}x")
+    for name in ours_actions:
+        if "naive_row_udf" in rate:
+            results[f"{name}_vs_naive"] = rate[name] / rate["naive_row_udf"]
+            print(f"{name} / naive row UDF = {results[f'{name}_vs_naive']:.2f}x   (goal >= 5x)")
+        results[f"{name}_vs_scan"] = rate[name] / rate["scan"]
+        print(f"{name} / scan          = {results[f'{name}_vs_scan']:.0%}   (goal >= 30%)")
     out = ROOT / "bench-data" / "decode-results.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")

@@ -88,6 +88,19 @@ class CarriedAudits:
     new_records: DataFrame
     #: The earlier run's poison_messages (with `reason` added) and archived_messages.
     archived_ranges: DataFrame
+    #: This run's history rows and quarantined rows (only the new ones).
+    new_history: DataFrame | None = None
+    new_quarantine: DataFrame | None = None
+    #: The earlier run's findings and pruning_cutoff (its last exported offsets): findings
+    #: of one record or one gap each go on from there.
+    findings: DataFrame | None = None
+    pruning_cutoff: DataFrame | None = None
+
+    def per_record_findings(self) -> bool:
+        return all(
+            df is not None
+            for df in (self.new_history, self.new_quarantine, self.findings, self.pruning_cutoff)
+        )
 
 
 @dataclass(frozen=True)
@@ -1119,6 +1132,30 @@ def replay_error_findings(history: DataFrame) -> DataFrame:
     )
 
 
+def _carried_per_record_findings(carried: CarriedAudits) -> DataFrame:
+    """Replay errors and share-state gaps of an incremental run: the stored ones, plus those
+    of the new rows. New rows all lie above the stored ones on each partition, so a new gap
+    is one among them or one between a partition's last stored position and its first new
+    one; that boundary comes from the stored pruning_cutoff (`last_exported_offset`)."""
+    assert carried.new_history is not None and carried.findings is not None
+    assert carried.pruning_cutoff is not None
+    stored = carried.findings.filter(
+        (F.col("code") == "replay_error")
+        | ((F.col("code") == "source_offset_gap") & (F.col("source") == "share_state"))
+    )
+    boundary = carried.pruning_cutoff.filter(F.col("last_exported_offset").isNotNull()).select(
+        "source_partition", F.col("last_exported_offset").alias("source_offset")
+    )
+    positions = exported_positions(
+        carried.new_records, carried.new_quarantine, "share_state"
+    ).unionByName(boundary)
+    return (
+        stored.select(*FINDINGS_SCHEMA.fieldNames())
+        .unionByName(replay_error_findings(carried.new_history))
+        .unionByName(share_state_gap_findings(positions))
+    )
+
+
 def delivery_limit_findings(counts: DataFrame, delivery_count_limit: int) -> DataFrame:
     """Share-partitions whose final state holds delivery counts above the limit."""
     above = (
@@ -1155,14 +1192,76 @@ def _hours(reference: Column, moment: Column) -> Column:
     return F.round((F.unix_micros(reference) - F.unix_micros(moment)) / F.lit(3_600_000_000), 1)
 
 
+#: Columns `start_offset_moves` adds to share_partition_state: when (log position and time
+#: of the record) the effective start offset last changed, and the share-partition's latest
+#: record time.
+SINCE: Final = "effective_start_offset_since"
+LATEST_TIMESTAMP: Final = "latest_source_timestamp"
+
+
+def start_offset_moves(history: DataFrame, prior_state: DataFrame | None = None) -> DataFrame:
+    """Per share-partition in `history`: SINCE (source_timestamp, source_partition,
+    source_offset of the last record after which effective_start_offset differed from the
+    row before; the first row counts when it has an offset) and LATEST_TIMESTAMP.
+
+    With `prior_state` (a stored share_partition_state with both columns, whose records all
+    come before `history`), each share-partition goes on from its stored values: a seed row
+    at its stored last record carries them, as in `sharestate.replay`."""
+    moved_at = F.struct("source_timestamp", *LOG_ORDER)
+    rows = history.select(
+        *KEY,
+        *LOG_ORDER,
+        "source_timestamp",
+        "effective_start_offset",
+        F.lit(False).alias("_seed"),
+        F.lit(None).cast(moved_at_type()).alias("_stored_since"),
+    )
+    if prior_state is not None:
+        seeds = prior_state.join(history.select(*KEY).distinct(), list(KEY), "left_semi").select(
+            *KEY,
+            F.col("last_source_partition").alias("source_partition"),
+            F.col("last_source_offset").alias("source_offset"),
+            F.col(LATEST_TIMESTAMP).alias("source_timestamp"),
+            "effective_start_offset",
+            F.lit(True).alias("_seed"),
+            F.col(SINCE).alias("_stored_since"),
+        )
+        rows = rows.unionByName(seeds)
+    eso = F.col("effective_start_offset")
+    changed = ~eso.eqNullSafe(F.lag(eso).over(Window.partitionBy(*KEY).orderBy(*LOG_ORDER)))
+    return (
+        rows.withColumn(
+            "_moved",
+            F.when(F.col("_seed"), F.col("_stored_since")).when(changed, moved_at),
+        )
+        .groupBy(*KEY)
+        .agg(
+            F.max("_moved").alias(SINCE),
+            F.max("source_timestamp").alias(LATEST_TIMESTAMP),
+        )
+    )
+
+
+def moved_at_type() -> T.StructType:
+    return T.StructType(
+        [
+            T.StructField("source_timestamp", T.TimestampType()),
+            T.StructField("source_partition", T.IntegerType()),
+            T.StructField("source_offset", T.LongType()),
+        ]
+    )
+
+
 def stalled_findings(
-    history: DataFrame, state: DataFrame, span_seconds: float, lag: DataFrame | None = None
+    state: DataFrame, span_seconds: float, lag: DataFrame | None = None
 ) -> DataFrame:
     """Live share-partitions with records waiting (Available or Acquired offsets in the final
     state, or lag > 0) whose effective start offset has not moved for `span_seconds` before
-    the export's last record."""
+    the export's last record (`state` has the columns of `start_offset_moves`)."""
     waiting = F.col("available_offsets") + F.col("acquired_offsets")
-    candidates = _live(state).select(*KEY, "effective_start_offset", waiting.alias("_waiting"))
+    candidates = _live(state).select(
+        *KEY, "effective_start_offset", waiting.alias("_waiting"), F.col(SINCE).alias("_since")
+    )
     if lag is not None:
         candidates = candidates.join(
             lag.select(*KEY, F.col("lag").alias("_lag")), list(KEY), "left"
@@ -1172,23 +1271,10 @@ def stalled_findings(
     candidates = candidates.filter(
         (F.col("_waiting") > 0) | F.coalesce(F.col("_lag") > 0, F.lit(False))
     )
-    ordered = Window.partitionBy(*KEY).orderBy(*LOG_ORDER)
     eso = F.col("effective_start_offset")
-    since = (
-        history.join(candidates.select(*KEY), list(KEY), "left_semi")
-        .withColumn("_changed", ~eso.eqNullSafe(F.lag(eso).over(ordered)))
-        .groupBy(*KEY)
-        .agg(
-            F.max(F.when(F.col("_changed"), F.struct("source_timestamp", *LOG_ORDER))).alias(
-                "_since"
-            )
-        )
-    )
-    reference = history.agg(F.max("source_timestamp").alias("_end"))
-    stalled = (
-        candidates.join(since, list(KEY))
-        .crossJoin(reference)
-        .filter(_age_at_least(F.col("_end"), F.col("_since.source_timestamp"), span_seconds))
+    reference = state.agg(F.max(LATEST_TIMESTAMP).alias("_end"))
+    stalled = candidates.crossJoin(reference).filter(
+        _age_at_least(F.col("_end"), F.col("_since.source_timestamp"), span_seconds)
     )
     return finding(
         stalled,
@@ -1474,16 +1560,23 @@ def findings(
     group_records: DataFrame | None = None,
     groups: DataFrame | None = None,
     lag: DataFrame | None = None,
+    carried: CarriedAudits | None = None,
 ) -> DataFrame:
-    """Every finding, one row each (`FINDINGS_SCHEMA`)."""
+    """Every finding, one row each (`FINDINGS_SCHEMA`). With `carried`, findings of one
+    record or one gap each are the earlier run's plus those of the new rows."""
+    if carried is not None and carried.per_record_findings():
+        per_record = _carried_per_record_findings(carried)
+    else:
+        per_record = replay_error_findings(history).unionByName(
+            share_state_gap_findings(exported_positions(records, quarantine, "share_state"))
+        )
     parts = [
         quarantine_findings(quarantine),
-        replay_error_findings(history),
+        per_record,
         snapshot_findings(history),
-        share_state_gap_findings(exported_positions(records, quarantine, "share_state")),
         wrong_state_partition_findings(records, options.state_topic_partitions),
         delivery_limit_findings(counts, options.delivery_count_limit),
-        stalled_findings(history, state, options.stall_span_seconds, lag),
+        stalled_findings(state, options.stall_span_seconds, lag),
     ]
     if group_records is not None:
         parts.append(
@@ -1519,6 +1612,8 @@ def audit(
     offsets table. With `carried` (an incremental run), tables that can go on from what an
     earlier run wrote do so, reading only the new records."""
     options = options or AuditOptions()
+    if SINCE not in state.columns:  # a state straight from `replay`
+        state = state.join(start_offset_moves(history), list(KEY), "left")
     counts = delivery_counts(state, options.delivery_count_limit)
     if carried is not None:
         ranges = archived_ranges(
@@ -1547,6 +1642,7 @@ def audit(
             group_records=group_records,
             groups=groups,
             lag=lag,
+            carried=carried,
         ),
         share_groups=groups,
         share_partition_lag=lag,

@@ -29,7 +29,7 @@ CHECKPOINT_SCHEMA: Final = (
 )
 #: Audit tables an incremental run goes on from (at the versions the checkpoint names),
 #: rather than recomputing them from every stored record.
-CARRIED_TABLES: Final = ("poison_messages", "archived_messages")
+CARRIED_TABLES: Final = ("poison_messages", "archived_messages", "findings", "pruning_cutoff")
 #: Tables an incremental run appends to, and the input their rows come from (None: the
 #: table has a `source` column naming it).
 APPENDED_TABLES: Final[Mapping[str, str | None]] = {

@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 
+from sharestate.audits import SINCE
 from sharestate.config import (
     INPUT_FORMATS,
     MODES,
@@ -234,6 +235,9 @@ def _previous_output(spark: SparkSession, output: str) -> PreviousOutput | None:
         if table is not None:
             tables[name] = table
     if "share_partition_state" not in tables:
+        return None
+    if SINCE not in tables["share_partition_state"].columns:
+        log.info("the state under %s predates %s: replaying everything", output, SINCE)
         return None
     return PreviousOutput(prior, tables)
 

@@ -22,6 +22,7 @@ from sharestate.audits import (
     AuditOptions,
     CarriedAudits,
     audit,
+    start_offset_moves,
 )
 from sharestate.combiner import LATEST
 from sharestate.config import JobConfig
@@ -113,7 +114,11 @@ def _with_stored(
 
 
 def _carried(
-    previous: PreviousOutput | None, new_records: DataFrame, config: JobConfig
+    previous: PreviousOutput | None,
+    config: JobConfig,
+    new_records: DataFrame,
+    new_history: DataFrame,
+    new_quarantine: DataFrame,
 ) -> CarriedAudits | None:
     """What the audits go on from in an incremental run: the earlier run's ranges, if it
     wrote them with the same --delivery-count-limit (else they are recomputed)."""
@@ -123,7 +128,14 @@ def _carried(
         return None
     poison = previous.tables["poison_messages"].withColumn("reason", F.lit(REASON_DELIVERY_LIMIT))
     ranges = poison.unionByName(previous.tables["archived_messages"])
-    return CarriedAudits(new_records=new_records, archived_ranges=ranges)
+    return CarriedAudits(
+        new_records=new_records,
+        archived_ranges=ranges,
+        new_history=new_history,
+        new_quarantine=new_quarantine,
+        findings=previous.tables["findings"],
+        pruning_cutoff=previous.tables["pruning_cutoff"],
+    )
 
 
 def compute(
@@ -183,10 +195,14 @@ def compute(
         replayed_records, parse_kafka_version(config.kafka_version) or LATEST, prior_state
     )
     cached.append(replayed.folded.persist(StorageLevel.MEMORY_AND_DISK))
-    final_state = replayed.state
+    # When each start offset last moved (for the stall check), going on from the stored
+    # state in an incremental run: a window over the new history rows only.
+    final_state = replayed.state.join(
+        start_offset_moves(replayed.history, prior_state), list(KEY), "left"
+    )
     if prior_state is not None:  # share-partitions without new records keep their state
         untouched = prior_state.join(replayed.state.select(*KEY), list(KEY), "left_anti")
-        final_state = untouched.unionByName(replayed.state)
+        final_state = untouched.unionByName(final_state)
     # One row per share-partition, read by most audit tables: keep it rather than redo its
     # window over the whole history each time.
     cached.append(final_state.persist(StorageLevel.MEMORY_AND_DISK))
@@ -206,7 +222,7 @@ def compute(
         ),
         group_records=audited_groups,
         end_offsets=end_offsets,
-        carried=_carried(previous, replayed_records, config),
+        carried=_carried(previous, config, replayed_records, replayed.history, audited_quarantine),
     )
     cached.extend(small.persist(StorageLevel.MEMORY_AND_DISK) for small in audits.worth_caching())
     return Results(

@@ -1,0 +1,198 @@
+package sharestate.jvm;
+
+import java.util.Iterator;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.function.FlatMapFunction;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.types.BinaryType$;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.IntegerType$;
+import org.apache.spark.sql.types.LongType$;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.types.TimestampType$;
+
+/**
+ * The JVM fast tier of the `__share_group_state` decoder (the Python side is
+ * `sharestate.spark_decode.decode_share_state`; the reference is `sharestate.records`).
+ *
+ * <p>Every row comes out once. A row this tier is sure of is decoded exactly as the reference
+ * decodes it; every other row (malformed in any way, unknown tags, malformed UTF-8 in the group
+ * id, an update tombstone, ...) comes out with {@code needs_reference = true}, its decoded
+ * columns null and its key and value kept, for the Python reference decoder to decode or
+ * quarantine with its reason. Quarantine reasons therefore still come from one place.
+ */
+public final class DecodeShareState {
+  private DecodeShareState() {}
+
+  /** Output columns, in order: `_output_schema(SHARE_STATE_RESULT_FIELDS)` plus the flag. */
+  static final String[] COLUMNS = {
+    "source_partition",
+    "source_offset",
+    "source_timestamp",
+    "record_type",
+    "group_id",
+    "topic_id",
+    "partition",
+    "snapshot_epoch",
+    "state_epoch",
+    "leader_epoch",
+    "start_offset",
+    "create_timestamp",
+    "write_timestamp",
+    "delivery_complete_count",
+    "state_batches",
+    "layout",
+    "value_version",
+    "unknown_tagged_fields",
+    "decode_error",
+    "key",
+    "value",
+    "needs_reference",
+  };
+
+  /** Input columns, in order, as `_decode` selects them. */
+  static final String[] INPUT = {"key", "value", "partition", "offset", "timestamp"};
+
+  static final DataType[] INPUT_TYPES = {
+    BinaryType$.MODULE$,
+    BinaryType$.MODULE$,
+    IntegerType$.MODULE$,
+    LongType$.MODULE$,
+    TimestampType$.MODULE$,
+  };
+
+  /**
+   * Decode exported rows.
+   *
+   * @param rows a DataFrame with columns key, value (binary), partition (int), offset (long),
+   *     timestamp (timestamp); other columns are ignored
+   * @param layoutsCsv the layouts to try in order, as `share_state_layouts` returns them, e.g.
+   *     "4.2,4.0" for auto-detection or "4.1"
+   * @param schemaJson the output schema as Spark JSON (Python derives it from the Arrow schema,
+   *     so both tiers hand Spark the same types); its column names must be {@link #COLUMNS}
+   */
+  public static Dataset<Row> decode(Dataset<Row> rows, String layoutsCsv, String schemaJson) {
+    StructType schema = (StructType) DataType.fromJson(schemaJson);
+    String[] names = schema.fieldNames();
+    if (!java.util.Arrays.equals(names, COLUMNS)) {
+      throw new IllegalArgumentException(
+          "DecodeShareState: output schema columns "
+              + java.util.Arrays.toString(names)
+              + ", expected "
+              + java.util.Arrays.toString(COLUMNS));
+    }
+    String[] layouts = DecodeParser.checkLayouts(layoutsCsv);
+    Dataset<Row> input = checkedInput(rows);
+    org.apache.spark.sql.classic.Dataset<Row> classic =
+        (org.apache.spark.sql.classic.Dataset<Row>) input;
+    SparkSession session = classic.sparkSession();
+    JavaRDD<InternalRow> in = classic.queryExecution().toRdd().toJavaRDD();
+    JavaRDD<InternalRow> out = in.mapPartitions(new Body(layouts));
+    return session.internalCreateDataFrame(out.rdd(), schema, false);
+  }
+
+  /**
+   * The rows of `rows` that {@link #decode} flags {@code needs_reference}, as they came in
+   * (columns key, value, partition, offset, timestamp): what the Python reference decodes.
+   * Builds no decoded columns, so the Python side can take the flagged rows in a second
+   * pass over the input more cheaply than by filtering the output of {@link #decode}.
+   */
+  public static Dataset<Row> flagged(Dataset<Row> rows, String layoutsCsv) {
+    String[] layouts = DecodeParser.checkLayouts(layoutsCsv);
+    Dataset<Row> input = checkedInput(rows);
+    org.apache.spark.sql.classic.Dataset<Row> classic =
+        (org.apache.spark.sql.classic.Dataset<Row>) input;
+    JavaRDD<InternalRow> in = classic.queryExecution().toRdd().toJavaRDD();
+    JavaRDD<InternalRow> out = in.mapPartitions(new Flagged(layouts));
+    return classic.sparkSession().internalCreateDataFrame(out.rdd(), input.schema(), false);
+  }
+
+  private static Dataset<Row> checkedInput(Dataset<Row> rows) {
+    Dataset<Row> input = rows.select(INPUT[0], INPUT[1], INPUT[2], INPUT[3], INPUT[4]);
+    StructType inputSchema = input.schema();
+    for (int i = 0; i < INPUT.length; i++) {
+      DataType type = inputSchema.fields()[i].dataType();
+      if (!type.equals(INPUT_TYPES[i])) {
+        throw new IllegalArgumentException(
+            "DecodeShareState: input column "
+                + INPUT[i]
+                + " is "
+                + type.simpleString()
+                + ", expected "
+                + INPUT_TYPES[i].simpleString());
+      }
+    }
+    return input;
+  }
+
+  /** mapPartitions body of {@link #flagged}: input rows the parser is not sure of. */
+  static final class Flagged implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
+    private static final long serialVersionUID = 1L;
+    private final String[] layouts;
+
+    Flagged(String[] layouts) {
+      this.layouts = layouts.clone();
+    }
+
+    @Override
+    public Iterator<InternalRow> call(Iterator<InternalRow> rows) {
+      DecodeParser parser = new DecodeParser(layouts);
+      return new Iterator<InternalRow>() {
+        private InternalRow next;
+
+        @Override
+        public boolean hasNext() {
+          while (next == null && rows.hasNext()) {
+            InternalRow row = rows.next();
+            byte[] key = row.isNullAt(0) ? null : row.getBinary(0);
+            byte[] value = row.isNullAt(1) ? null : row.getBinary(1);
+            if (!parser.parse(key, value)) {
+              next = row;
+            }
+          }
+          return next != null;
+        }
+
+        @Override
+        public InternalRow next() {
+          if (!hasNext()) {
+            throw new java.util.NoSuchElementException();
+          }
+          InternalRow row = next;
+          next = null;
+          return row;
+        }
+      };
+    }
+  }
+
+  /** mapPartitions body: one writer (reused buffers) per partition. */
+  static final class Body implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
+    private static final long serialVersionUID = 1L;
+    private final String[] layouts;
+
+    Body(String[] layouts) {
+      this.layouts = layouts.clone();
+    }
+
+    @Override
+    public Iterator<InternalRow> call(Iterator<InternalRow> rows) {
+      DecodeWriter writer = new DecodeWriter(layouts);
+      return new Iterator<InternalRow>() {
+        @Override
+        public boolean hasNext() {
+          return rows.hasNext();
+        }
+
+        @Override
+        public InternalRow next() {
+          return writer.decode(rows.next());
+        }
+      };
+    }
+  }
+
+}
