@@ -97,6 +97,14 @@ _LONG_MAX: Final = 2**63 - 1
 _DELETED_ROW: Final = (True, *([None] * (len(COMPUTED_FIELDS) - 2)), None)
 
 
+def _as_long(value: int) -> int:
+    """`value` as Java's long arithmetic has it (offset counts near Long.MAX_VALUE wrap, as
+    in the JVM fold)."""
+    if -_LONG_MAX - 1 <= value <= _LONG_MAX:
+        return value
+    return (value + _LONG_MAX + 1) % (1 << 64) - _LONG_MAX - 1
+
+
 def _last(batch: Batch) -> int:
     return batch[1]
 
@@ -265,7 +273,7 @@ class _Segment:
                 continue
             if first > start or state not in TERMINAL:
                 break
-            start = last + 1
+            start = last + 1 if last < _LONG_MAX else -_LONG_MAX - 1  # Java's long wraps
         return start
 
     def row(self, error: str | None) -> tuple[Any, ...]:
@@ -283,10 +291,10 @@ class _Segment:
             self.create_timestamp,
             self.write_timestamp,
             self.delivery_complete_count,
-            counts.get(AVAILABLE, 0),
-            counts.get(ACQUIRED, 0),
-            counts.get(ACKNOWLEDGED, 0),
-            counts.get(ARCHIVED, 0),
+            _as_long(counts.get(AVAILABLE, 0)),
+            _as_long(counts.get(ACQUIRED, 0)),
+            _as_long(counts.get(ACKNOWLEDGED, 0)),
+            _as_long(counts.get(ARCHIVED, 0)),
             len(self.batches),
             error,
         )

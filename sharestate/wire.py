@@ -157,6 +157,10 @@ class Reader:
         fields: list[tuple[int, bytes]] = []
         for _ in range(count):
             tag = self.uvarint(f"{what} tag")
+            if tag >= 1 << 31:
+                # Kafka reads the tag into a Java int and keeps an unknown one as it is:
+                # tags of 2**31 and up come out negative.
+                tag -= 1 << 32
             size = self.uvarint(f"{what} tag {tag} size")
             start = self._take(size, f"{what} tag {tag}")
             fields.append((tag, self.buf[start : start + size]))

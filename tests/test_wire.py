@@ -88,3 +88,10 @@ def test_java_string_hash_matches_java() -> None:
 def test_kafka_abs_of_min_int_is_zero() -> None:
     assert kafka_abs(-(2**31)) == 0
     assert state_topic_partition("g", KIP_TOPIC_ID, 0, 50) in range(50)
+
+
+def test_tags_beyond_int32_read_as_java_ints() -> None:
+    """Kafka keeps an unknown tag >= 2**31 as a negative int (and the int32 `tag` column
+    must hold it): 2**31 + 5 reads as -(2**31) + 5."""
+    data = Writer().tagged_fields([((1 << 31) + 5, b"z")]).getvalue()
+    assert Reader(data).tagged_fields("v") == [(-(1 << 31) + 5, b"z")]
