@@ -7,13 +7,25 @@ that cannot reach the JVM (Spark Connect), runs the Python paths.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from pyspark.sql import DataFrame, SparkSession
+
+from sharestate.errors import InvalidConfigError, SparkSetupError
 
 #: The `Probe.version()` this Python code speaks to.
 CONTRACT_VERSION: Final = 1
 _PACKAGE: Final = "sharestate.jvm"
+#: Which implementation runs a step: "python" (the reference), "jvm" (the jar's, the same
+#: columns faster) or "auto" (the JVM one when the session has the jar).
+Engine = Literal["auto", "jvm", "python"]
+ENGINES: Final = ("auto", "jvm", "python")
+#: Why the JVM paths are not there, for messages.
+MISSING: Final = (
+    "the session has no sharestate JVM jar at contract version "
+    f"{CONTRACT_VERSION} (build it with scripts/build_jvm.sh or `make setup`; on a cluster"
+    " pass .jars/sharestate-jvm.jar with --jars), or runs on Spark Connect"
+)
 
 
 def _jvm(spark: SparkSession) -> Any:
@@ -33,3 +45,15 @@ def call(spark: SparkSession, class_name: str, method: str, df: DataFrame, *args
     """`sharestate.jvm.<class_name>.<method>(df, *args)`: a Dataset<Row> in, one out."""
     target = getattr(getattr(_jvm(spark).sharestate.jvm, class_name), method)
     return DataFrame(target(df._jdf, *args), spark)
+
+
+def choose(engine: str, step: str, unavailable: str | None) -> bool:
+    """True when `step` runs on the JVM: `engine` is "jvm" or "auto" and nothing makes it
+    `unavailable` (a reason, or None). "jvm" with a reason is a setup error."""
+    if engine not in ENGINES:
+        raise InvalidConfigError(f"{step} engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    if engine == "python":
+        return False
+    if unavailable is not None and engine == "jvm":
+        raise SparkSetupError(f"{step} engine 'jvm' cannot run: {unavailable}; or use 'python'")
+    return unavailable is None

@@ -25,16 +25,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Final, Literal
+from typing import Final
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from sharestate import jvm
 from sharestate.combiner import LATEST
-from sharestate.errors import SparkSetupError, UsageError
 from sharestate.fold import (
     COUNT_COLUMNS,
     HISTORY_FIELDS,
@@ -52,11 +51,6 @@ _BATCHES_DDL: Final = (
     "array<struct<first_offset:bigint,last_offset:bigint,delivery_state:int,delivery_count:int>>"
 )
 _FOLD_INPUT: Final = (*(f.name for f in PASSTHROUGH_FIELDS), *STATE_INPUT)
-#: Which fold runs: "python" (`sharestate.fold`, the reference), "jvm" (`sharestate.jvm.Fold`
-#: from the jar scripts/build_jvm.sh builds, the same columns several times faster) or
-#: "auto" (the JVM fold when the session has the jar).
-Engine = Literal["auto", "jvm", "python"]
-ENGINES: Final = ("auto", "jvm", "python")
 
 
 @dataclass(frozen=True)
@@ -118,27 +112,11 @@ def as_of(
     return records
 
 
-def _use_jvm(spark: SparkSession, engine: str) -> bool:
-    if engine not in ENGINES:
-        raise UsageError(f"replay engine {engine!r}: expected one of {', '.join(ENGINES)}")
-    if engine == "python":
-        return False
-    if jvm.available(spark):
-        return True
-    if engine == "jvm":
-        raise SparkSetupError(
-            "replay engine 'jvm' needs sharestate's jar (bash scripts/build_jvm.sh builds "
-            f".jars/sharestate-jvm.jar at contract version {jvm.CONTRACT_VERSION}) on the "
-            "session's class path, and a session with a JVM (not Spark Connect)"
-        )
-    return False
-
-
 def replay(
     records: DataFrame,
     kafka: tuple[int, int] = LATEST,
     prior_state: DataFrame | None = None,
-    engine: Engine = "auto",
+    engine: jvm.Engine = "auto",
 ) -> Replayed:
     """`share_partition_history` and `share_partition_state` from decoded records, as Kafka
     release `kafka` (major, minor) replays them (the releases merge batches differently).
@@ -148,9 +126,11 @@ def replay(
     holds the rows for share-partitions that have new records, as a run over all records
     would have them.
 
-    `engine` picks the fold (see `Engine`); both give the same columns, except that the JVM
+    `engine` picks the fold (see `sharestate.jvm.Engine`); both give the same columns, except that the JVM
     fold sets `state_batches` on each segment's last row only."""
-    use_jvm = _use_jvm(records.sparkSession, engine)
+    use_jvm = jvm.choose(
+        engine, "replay", None if jvm.available(records.sparkSession) else jvm.MISSING
+    )
     inputs = records.select(
         *(f.name for f in PASSTHROUGH_FIELDS if f.name != "segment"),
         *STATE_FIELDS,

@@ -35,13 +35,9 @@ from pyspark.sql.types import (
 
 from sharestate import jvm
 from sharestate.arrow_decode import decode_group_arrays, decode_share_state_arrays
-from sharestate.errors import InvalidConfigError, SparkSetupError
 from sharestate.records import REASON_KINDS, group_layouts, share_state_layouts
 from sharestate.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from sharestate.tables import GROUP_RESULT_FIELDS, SHARE_STATE_RESULT_FIELDS
-
-#: Who decodes share-state rows: the JVM fast tier where the session has it, or Python only.
-ENGINES: Final = ("auto", "jvm", "python")
 
 #: The input columns the decode step reads, in order, and the types the JVM tier takes.
 _INPUT_COLUMNS: Final = ("key", "value", "partition", "offset", "timestamp")
@@ -211,11 +207,7 @@ def _jvm_share_state(
 def _jvm_reason_not(df: DataFrame) -> str | None:
     """Why the JVM tier cannot decode `df` in this session, or None when it can."""
     if not jvm.available(df.sparkSession):
-        return (
-            "the session has no sharestate JVM jar (build it with scripts/build_jvm.sh or"
-            " `make setup`; on a cluster pass .jars/sharestate-jvm.jar with --jars), or runs"
-            " on Spark Connect"
-        )
+        return jvm.MISSING
     types = {f.name: f.dataType for f in df.schema.fields}
     for name, expected in zip(_INPUT_COLUMNS, _JVM_INPUT_TYPES, strict=True):
         if types.get(name) != expected:
@@ -225,14 +217,7 @@ def _jvm_reason_not(df: DataFrame) -> str | None:
 
 
 def _use_jvm(df: DataFrame, engine: str) -> bool:
-    if engine not in ENGINES:
-        raise InvalidConfigError(f"decode engine {engine!r}: expected one of {', '.join(ENGINES)}")
-    if engine == "python":
-        return False
-    reason = _jvm_reason_not(df)
-    if reason is not None and engine == "jvm":
-        raise SparkSetupError(f"decode engine 'jvm' cannot run: {reason}; or use engine 'python'")
-    return reason is None
+    return jvm.choose(engine, "decode", _jvm_reason_not(df))
 
 
 def decode_share_state(df: DataFrame, kafka_version: str = "auto", engine: str = "auto") -> Decoded:
