@@ -126,8 +126,8 @@ def replay(
     holds the rows for share-partitions that have new records, as a run over all records
     would have them.
 
-    `engine` picks the fold (see `sharestate.jvm.Engine`); both give the same columns, except that the JVM
-    fold sets `state_batches` on each segment's last row only."""
+    `engine` picks the fold (see `sharestate.jvm.Engine`); both give the same columns,
+    except that the JVM fold sets `state_batches` on each segment's last row only."""
     use_jvm = jvm.choose(
         engine, "replay", None if jvm.available(records.sparkSession) else jvm.MISSING
     )
