@@ -91,7 +91,8 @@ class Results:
 def _decoded_and_cached(decoded: spark_decode.Decoded, cache: list[DataFrame]) -> None:
     # Records and quarantine are two filters of one decode; cache the decode so writing both
     # does not decode twice (Spark's cache matches the shared sub-plan).
-    cache.append(decoded.all_rows.persist(StorageLevel.MEMORY_AND_DISK))
+    if decoded.worth_caching:
+        cache.append(decoded.all_rows.persist(StorageLevel.MEMORY_AND_DISK))
 
 
 def _only_new(export: Export, source: str, previous: PreviousOutput | None) -> Export:

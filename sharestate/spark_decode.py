@@ -64,6 +64,10 @@ class Decoded:
     records: DataFrame
     quarantine: DataFrame
     all_rows: DataFrame
+    #: False when the JVM tier decoded: decoding again (from the shuffle files of any
+    #: deduplication) is cheaper than caching, and caching 10M JVM-decoded rows after a
+    #: shuffle ran a 2 GiB local driver out of memory.
+    worth_caching: bool = True
 
 
 def _reason_kind(reason: Column) -> Column:
@@ -185,7 +189,9 @@ def _decode(
         F.col("decode_error").alias("reason"),
         _reason_kind(F.col("decode_error")).alias("reason_kind"),
     )
-    return Decoded(records, quarantine.unionByName(wrong_topic), all_rows)
+    return Decoded(
+        records, quarantine.unionByName(wrong_topic), all_rows, worth_caching=fast_tier is None
+    )
 
 
 def _jvm_share_state(
