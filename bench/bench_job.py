@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import time
@@ -32,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_replay import DATA, _export, _measure  # noqa: E402
+from bench_replay import DATA, _export, _measure, bench_session  # noqa: E402
 
 from sharestate.config import JobConfig  # noqa: E402
 from sharestate.job import main as run_job  # noqa: E402
@@ -64,16 +63,7 @@ def main() -> None:
     export, meta = _export(args.records, args.share_partitions, args.seed)
     first, new_rows = _without_last_percent(export)
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from sharestate.session import local_session
-
-    spark = local_session(
-        app_name="sharestate-bench-job",
-        conf_file=ROOT / "conf" / "spark-defaults.conf",
-        conf={"spark.master": "local[2]", "spark.ui.enabled": "false"},
-        jars_dir=ROOT / ".jars",
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = bench_session("sharestate-bench-job")
     stages = _measure(spark, export)
     out = DATA / "job-output"
 

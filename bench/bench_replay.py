@@ -89,6 +89,21 @@ def _python_worker_peaks() -> list[float]:
     return peaks
 
 
+def bench_session(app_name: str) -> Any:
+    """The benchmarks' Spark session: local[2] with the project's defaults and jars."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from sharestate.session import local_session
+
+    spark = local_session(
+        app_name=app_name,
+        conf_file=ROOT / "conf" / "spark-defaults.conf",
+        conf={"spark.master": "local[2]", "spark.ui.enabled": "false"},
+        jars_dir=ROOT / ".jars",
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
 def _time_it(action: Any) -> float:
     started = time.perf_counter()
     action()
@@ -168,16 +183,7 @@ def main() -> None:
         print(f"export: {records:,} records over {share_partitions:,} share-partitions ...")
         exports.append(_export(records, share_partitions, args.seed))
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from sharestate.session import local_session
-
-    spark = local_session(
-        app_name="sharestate-bench-replay",
-        conf_file=ROOT / "conf" / "spark-defaults.conf",
-        conf={"spark.master": "local[2]", "spark.ui.enabled": "false"},
-        jars_dir=ROOT / ".jars",
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = bench_session("sharestate-bench-replay")
     jvm = spark.sparkContext._jvm
     jvm_pid = int(jvm.ProcessHandle.current().pid())
     runs = []
