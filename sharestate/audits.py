@@ -11,6 +11,9 @@ choices such as the state-topic partition count are made inside Spark too).
   window over the intervals sorted by first offset numbers the runs of overlapping or
   touching intervals; the runs are then aggregated), with the earliest record that showed
   any part of each range.
+* `share_partition_segments`: per share-partition, segment and state-topic partition, the
+  counts and first/last records the per-share-partition audits below need (an incremental
+  run merges new records into the stored table instead of reading every record).
 * `pruning_cutoff`: per `__share_group_state` partition, the offset Kafka's share
   coordinator would prune the log up to (`ShareCoordinatorOffsetsManager.lastRedundantOffset`).
 * `share_groups`: the share groups of `__consumer_offsets` as the group coordinator holds
@@ -96,10 +99,21 @@ class CarriedAudits:
     findings: DataFrame | None = None
     pruning_cutoff: DataFrame | None = None
 
-    def per_record_findings(self) -> bool:
+    #: The earlier run's share_partition_segments.
+    segments: DataFrame | None = None
+
+    def complete(self) -> bool:
+        """Whether the findings, the pruning cut-off and the segments go on from here too
+        (else only the archived ranges do)."""
         return all(
             df is not None
-            for df in (self.new_history, self.new_quarantine, self.findings, self.pruning_cutoff)
+            for df in (
+                self.new_history,
+                self.new_quarantine,
+                self.findings,
+                self.pruning_cutoff,
+                self.segments,
+            )
         )
 
 
@@ -112,6 +126,7 @@ class Audits:
     archived_ranges: DataFrame
     poison_messages: DataFrame
     archived_messages: DataFrame
+    segments: DataFrame
     pruning_cutoff: DataFrame
     findings: DataFrame
     share_groups: DataFrame | None = None
@@ -123,6 +138,7 @@ class Audits:
         frames = [
             self.delivery_counts,
             self.archived_ranges,
+            self.segments,
             self.pruning_cutoff,
             self.share_groups,
             self.share_partition_lag,
@@ -440,6 +456,51 @@ def archived_messages(ranges: DataFrame) -> DataFrame:
     return ranges.filter(F.col("reason") != REASON_DELIVERY_LIMIT)
 
 
+# --- share_partition_segments ------------------------------------------------------------------
+
+#: Columns of `share_partition_segments` that identify a row.
+SEGMENT_KEY: Final = (*KEY, "segment", "source_partition")
+
+
+def _segment_merges() -> list[Column]:
+    """How two rows of one segment combine: every column is a sum, min or max, so the rows of
+    an earlier run and those of the new records merge into what one run over all gives."""
+    return [
+        F.sum("records").cast("long").alias("records"),
+        F.sum("updates").cast("long").alias("updates"),
+        F.min("first_record").alias("first_record"),
+        F.max("last_record").alias("last_record"),
+        F.min("first_update_offset").alias("first_update_offset"),
+        F.max("last_snapshot_or_tombstone").alias("last_snapshot_or_tombstone"),
+    ]
+
+
+def share_partition_segments(history: DataFrame, stored: DataFrame | None = None) -> DataFrame:
+    """Per share-partition, segment and `__share_group_state` partition, what the
+    per-share-partition audits need from the records: how many, how many updates, the
+    first and last record, the first update and the latest snapshot or tombstone.
+
+    The snapshot, wrong-partition and pruning audits read this table rather than every
+    history row, and an incremental run merges the new rows into the `stored` one."""
+    update = F.col("record_type") == "update"
+    new = history.groupBy(*SEGMENT_KEY).agg(
+        F.count(F.lit(1)).alias("records"),
+        F.count(F.when(update, 1)).alias("updates"),
+        F.min(F.struct("source_offset", "record_type")).alias("first_record"),
+        F.max(F.struct("source_offset", "record_type")).alias("last_record"),
+        F.min(F.when(update, F.col("source_offset"))).alias("first_update_offset"),
+        F.max(
+            F.when(
+                F.col("record_type").isin("snapshot", "tombstone"),
+                F.struct("source_offset", "source_timestamp", "record_type"),
+            )
+        ).alias("last_snapshot_or_tombstone"),
+    )
+    if stored is None:
+        return new
+    return stored.unionByName(new).groupBy(*SEGMENT_KEY).agg(*_segment_merges())
+
+
 # --- pruning_cutoff ----------------------------------------------------------------------------
 
 
@@ -456,24 +517,11 @@ def exported_positions(records: DataFrame, quarantine: DataFrame | None, source:
     return positions
 
 
-def pruning_cutoff(records: DataFrame, quarantine: DataFrame | None = None) -> DataFrame:
-    """Per `__share_group_state` partition: the offset Kafka's share coordinator would prune
-    its log up to after loading these records (ShareCoordinatorOffsetsManager).
-
-    Kafka tracks, per share-partition, the offset of its latest ShareSnapshot (updates are
-    not tracked); a tombstone drops the share-partition. The cut-off is the minimum of the
-    tracked offsets, computed at each snapshot or tombstone including the record itself, so
-    a partition whose share-partitions are all deleted keeps its last tombstone's offset.
-    Kafka deletes records below the cut-off only when it is > 0."""
-    snapshot_or_tombstone = F.col("record_type").isin("snapshot", "tombstone")
-    per_key = records.groupBy("source_partition", *KEY).agg(
-        F.max(F.struct("source_offset", "record_type")).alias("_last"),
-        F.max(
-            F.when(
-                snapshot_or_tombstone,
-                F.struct("source_offset", "source_timestamp", "record_type"),
-            )
-        ).alias("_event"),
+def _cutoffs(segments: DataFrame) -> DataFrame:
+    """Per `__share_group_state` partition: the cut-off and the share-partitions behind it."""
+    per_key = segments.groupBy("source_partition", *KEY).agg(
+        F.max("last_record").alias("_last"),
+        F.max("last_snapshot_or_tombstone").alias("_event"),
     )
     tracked = F.coalesce(F.col("_event.record_type") == "snapshot", F.lit(False))
     live = F.col("_last.record_type") != "tombstone"
@@ -494,7 +542,7 @@ def pruning_cutoff(records: DataFrame, quarantine: DataFrame | None = None) -> D
         F.count(F.when(live & ~tracked, 1)).alias("untracked_live_share_partitions"),
         F.count(F.when(~live, 1)).alias("deleted_share_partitions"),
     )
-    cutoffs = per_partition.select(
+    return per_partition.select(
         "source_partition",
         F.coalesce(F.col("_held.offset"), F.col("_last_event.offset")).alias("cutoff_offset"),
         F.when(F.col("_held").isNotNull(), F.col("_held.timestamp"))
@@ -508,23 +556,9 @@ def pruning_cutoff(records: DataFrame, quarantine: DataFrame | None = None) -> D
         F.col("_held.topic_id").alias("held_by_topic_id"),
         F.col("_held.partition").alias("held_by_partition"),
     )
-    positions = exported_positions(records, quarantine, "share_state")
-    counted = (
-        positions.join(
-            F.broadcast(cutoffs.select("source_partition", "cutoff_offset")),
-            "source_partition",
-            "left",
-        )
-        .groupBy("source_partition")
-        .agg(
-            F.count(F.lit(1)).alias("exported_records"),
-            F.min("source_offset").alias("first_exported_offset"),
-            F.max("source_offset").alias("last_exported_offset"),
-            F.count(F.when(F.col("source_offset") < F.col("cutoff_offset"), 1)).alias(
-                "records_before_cutoff"
-            ),
-        )
-    )
+
+
+def _pruning_table(counted: DataFrame, cutoffs: DataFrame) -> DataFrame:
     zero = F.lit(0).cast("long")
     return counted.join(cutoffs, "source_partition", "left").select(
         "source_partition",
@@ -543,11 +577,112 @@ def pruning_cutoff(records: DataFrame, quarantine: DataFrame | None = None) -> D
         "held_by_group_id",
         "held_by_topic_id",
         "held_by_partition",
-        "records_before_cutoff",
-        "exported_records",
+        F.col("records_before_cutoff").cast("long").alias("records_before_cutoff"),
+        F.col("exported_records").cast("long").alias("exported_records"),
         "first_exported_offset",
         "last_exported_offset",
     )
+
+
+def pruning_cutoff(segments: DataFrame, positions: DataFrame) -> DataFrame:
+    """Per `__share_group_state` partition: the offset Kafka's share coordinator would prune
+    its log up to after loading these records (ShareCoordinatorOffsetsManager), from
+    `share_partition_segments`, and how many exported `positions` (`exported_positions`)
+    lie before it.
+
+    Kafka tracks, per share-partition, the offset of its latest ShareSnapshot (updates are
+    not tracked); a tombstone drops the share-partition. The cut-off is the minimum of the
+    tracked offsets, computed at each snapshot or tombstone including the record itself, so
+    a partition whose share-partitions are all deleted keeps its last tombstone's offset.
+    Kafka deletes records below the cut-off only when it is > 0."""
+    cutoffs = _cutoffs(segments)
+    counted = (
+        positions.join(
+            F.broadcast(cutoffs.select("source_partition", "cutoff_offset")),
+            "source_partition",
+            "left",
+        )
+        .groupBy("source_partition")
+        .agg(
+            F.count(F.lit(1)).alias("exported_records"),
+            F.min("source_offset").alias("first_exported_offset"),
+            F.max("source_offset").alias("last_exported_offset"),
+            F.count(F.when(F.col("source_offset") < F.col("cutoff_offset"), 1)).alias(
+                "records_before_cutoff"
+            ),
+        )
+    )
+    return _pruning_table(counted, cutoffs)
+
+
+def carried_pruning_cutoff(
+    segments: DataFrame, stored: DataFrame, new_positions: DataFrame, gaps: DataFrame
+) -> DataFrame:
+    """`pruning_cutoff` of an incremental run without reading the stored records: the
+    exported range of each partition is the `stored` table's widened by the new positions,
+    and the positions before the cut-off are that range up to the cut-off less the offsets
+    missing there. `gaps` are the `source_offset_gap` findings of all records (stored and
+    new); exported positions are unique per offset, so the count is exact."""
+    cutoffs = _cutoffs(segments)
+    extent = (
+        stored.select(
+            "source_partition",
+            "exported_records",
+            "first_exported_offset",
+            "last_exported_offset",
+        )
+        .unionByName(
+            new_positions.groupBy("source_partition").agg(
+                F.count(F.lit(1)).cast("long").alias("exported_records"),
+                F.min("source_offset").alias("first_exported_offset"),
+                F.max("source_offset").alias("last_exported_offset"),
+            )
+        )
+        .groupBy("source_partition")
+        .agg(
+            F.sum("exported_records").alias("exported_records"),
+            F.min("first_exported_offset").alias("first_exported_offset"),
+            F.max("last_exported_offset").alias("last_exported_offset"),
+        )
+        .join(
+            F.broadcast(cutoffs.select("source_partition", "cutoff_offset")),
+            "source_partition",
+            "left",
+        )
+        .withColumn("_lo", F.col("first_exported_offset"))
+        .withColumn("_hi", F.least(F.col("cutoff_offset") - 1, F.col("last_exported_offset")))
+    )
+    missing = (
+        extent.select("source_partition", "_lo", "_hi")
+        .join(
+            gaps.select(
+                "source_partition",
+                F.col("source_offset").alias("_from"),
+                (F.col("source_offset") + F.col("affected") - 1).alias("_to"),
+            ),
+            "source_partition",
+        )
+        .groupBy("source_partition")
+        .agg(
+            F.sum(
+                F.greatest(
+                    F.least("_to", "_hi") - F.greatest("_from", "_lo") + 1, F.lit(0).cast("long")
+                )
+            ).alias("_missing")
+        )
+    )
+    span = F.greatest(F.col("_hi") - F.col("_lo") + 1, F.lit(0).cast("long"))
+    counted = extent.join(missing, "source_partition", "left").select(
+        "source_partition",
+        "exported_records",
+        "first_exported_offset",
+        "last_exported_offset",
+        # (`least` skips nulls: a partition with no cut-off has nothing before it.)
+        F.when(F.col("cutoff_offset").isNull(), F.lit(0).cast("long"))
+        .otherwise(span - F.coalesce(F.col("_missing"), F.lit(0).cast("long")))
+        .alias("records_before_cutoff"),
+    )
+    return _pruning_table(counted, cutoffs)
 
 
 # --- share_groups ------------------------------------------------------------------------------
@@ -842,17 +977,21 @@ def kafka_key_hash(group_id: Column, topic_id: Column, partition: Column) -> Col
     return F.when(group_id.isNotNull() & topic_id.isNotNull() & partition.isNotNull(), hashed)
 
 
-def wrong_state_partition_findings(records: DataFrame, partitions: int | None) -> DataFrame:
+def wrong_state_partition_findings(segments: DataFrame, partitions: int | None) -> DataFrame:
     """Share-partitions whose records sit on a `__share_group_state` partition other than the
-    one Kafka's partitioner picks (`sharestate.partitioning.state_topic_partition`).
+    one Kafka's partitioner picks (`sharestate.partitioning.state_topic_partition`), from
+    `share_partition_segments`.
 
     With `partitions` None the count is chosen inside Spark: Kafka's default (50) or the
     highest exported partition + 1, whichever puts more share-partitions on their own
     partition; if even that fits fewer than half of them, the topic has some other count and
     one info finding says the check was skipped."""
     keys = (
-        records.groupBy(*KEY, "source_partition")
-        .agg(F.count(F.lit(1)).alias("_records"), F.min("source_offset").alias("_first"))
+        segments.groupBy(*KEY, "source_partition")
+        .agg(
+            F.sum("records").alias("_records"),
+            F.min(F.col("first_record.source_offset")).alias("_first"),
+        )
         # Not nullable (decoded keys are never null): Spark would otherwise infer
         # `_hash IS NOT NULL` from the comparisons below and push it under the aggregation,
         # hashing every record instead of every share-partition (4 minutes at 2.5M records).
@@ -947,15 +1086,23 @@ def wrong_state_partition_findings(records: DataFrame, partitions: int | None) -
     return misplaced.unionByName(skipped)
 
 
-def snapshot_findings(history: DataFrame) -> DataFrame:
-    """Updates that the replay applied with no state before them (from the history's
-    segments: a snapshot or tombstone starts a segment; segment 0 is what comes before the
-    first snapshot in the export)."""
-    update = F.col("record_type") == "update"
-    segments = history.groupBy(*KEY, "segment").agg(
-        F.min(F.struct(*LOG_ORDER, "record_type")).alias("_first"),
-        F.min(F.when(update, F.struct(*LOG_ORDER))).alias("_first_update"),
-        F.count(F.when(update, 1)).alias("_updates"),
+def snapshot_findings(segments: DataFrame) -> DataFrame:
+    """Updates that the replay applied with no state before them (from
+    `share_partition_segments`: a snapshot or tombstone starts a segment; segment 0 is what
+    comes before the first snapshot in the export)."""
+    first_update = F.struct("source_partition", F.col("first_update_offset").alias("source_offset"))
+    segments = segments.groupBy(*KEY, "segment").agg(
+        F.min(
+            F.struct(
+                "source_partition",
+                F.col("first_record.source_offset").alias("source_offset"),
+                F.col("first_record.record_type").alias("record_type"),
+            )
+        ).alias("_first"),
+        F.min(F.when(F.col("first_update_offset").isNotNull(), first_update)).alias(
+            "_first_update"
+        ),
+        F.sum("updates").alias("_updates"),
     )
     segments = segments.withColumn("_last_segment", F.max("segment").over(Window.partitionBy(*KEY)))
     starts_with_update = F.col("_first.record_type") == "update"
@@ -1139,6 +1286,20 @@ def replay_error_findings(history: DataFrame) -> DataFrame:
         source_partition="source_partition",
         source_offset="source_offset",
         affected=F.lit(1),
+    )
+
+
+def per_record_findings(
+    records: DataFrame,
+    history: DataFrame,
+    quarantine: DataFrame,
+    carried: CarriedAudits | None = None,
+) -> DataFrame:
+    """Findings of one record or one gap each: replay errors and share-state gaps."""
+    if carried is not None and carried.complete():
+        return _carried_per_record_findings(carried)
+    return replay_error_findings(history).unionByName(
+        share_state_gap_findings(exported_positions(records, quarantine, "share_state"))
     )
 
 
@@ -1571,20 +1732,22 @@ def findings(
     groups: DataFrame | None = None,
     lag: DataFrame | None = None,
     carried: CarriedAudits | None = None,
+    segments: DataFrame | None = None,
+    per_record: DataFrame | None = None,
 ) -> DataFrame:
     """Every finding, one row each (`FINDINGS_SCHEMA`). With `carried`, findings of one
-    record or one gap each are the earlier run's plus those of the new rows."""
-    if carried is not None and carried.per_record_findings():
-        per_record = _carried_per_record_findings(carried)
-    else:
-        per_record = replay_error_findings(history).unionByName(
-            share_state_gap_findings(exported_positions(records, quarantine, "share_state"))
-        )
+    record or one gap each are the earlier run's plus those of the new rows. `segments`
+    and `per_record` (`share_partition_segments`, `per_record_findings`) are computed
+    here unless given."""
+    if segments is None:
+        segments = share_partition_segments(history)
+    if per_record is None:
+        per_record = per_record_findings(records, history, quarantine, carried)
     parts = [
         quarantine_findings(quarantine),
         per_record,
-        snapshot_findings(history),
-        wrong_state_partition_findings(records, options.state_topic_partitions),
+        snapshot_findings(segments),
+        wrong_state_partition_findings(segments, options.state_topic_partitions),
         delivery_limit_findings(counts, options.delivery_count_limit),
         stalled_findings(state, options.stall_span_seconds, lag),
     ]
@@ -1638,12 +1801,29 @@ def audit(
     if end_offsets is not None:
         names = topic_names(group_records) if group_records is not None else None
         lag = share_partition_lag(state, end_offsets, names)
+    per_record = per_record_findings(records, history, quarantine, carried)
+    if carried is not None and carried.complete():
+        assert carried.new_history is not None and carried.pruning_cutoff is not None
+        segments = share_partition_segments(carried.new_history, carried.segments)
+        gaps = per_record.filter(
+            (F.col("code") == "source_offset_gap") & (F.col("source") == "share_state")
+        )
+        cutoff = carried_pruning_cutoff(
+            segments,
+            carried.pruning_cutoff,
+            exported_positions(carried.new_records, carried.new_quarantine, "share_state"),
+            gaps,
+        )
+    else:
+        segments = share_partition_segments(history)
+        cutoff = pruning_cutoff(segments, exported_positions(records, quarantine, "share_state"))
     return Audits(
         delivery_counts=counts,
         archived_ranges=ranges,
         poison_messages=poison_messages(ranges),
         archived_messages=archived_messages(ranges),
-        pruning_cutoff=pruning_cutoff(records, quarantine),
+        segments=segments,
+        pruning_cutoff=cutoff,
         findings=findings(
             records,
             state,
@@ -1655,6 +1835,8 @@ def audit(
             groups=groups,
             lag=lag,
             carried=carried,
+            segments=segments,
+            per_record=per_record,
         ),
         share_groups=groups,
         share_partition_lag=lag,

@@ -6,9 +6,9 @@ reads only rows above those offsets, replays them on top of that version of the 
 (a later, unfinished run may have written a newer one), appends its rows to the
 per-record tables with a `replaceWhere` of exactly the rows above the checkpoint (so a
 rerun after a killed run replaces what that run appended instead of duplicating it), and
-rewrites the state and the audit tables. Poison and archived ranges go on from the
-versions of those tables the checkpoint names (merging is associative), so only new
-records are exploded into intervals. The result equals a full run over everything.
+rewrites the state and the audit tables. The audit tables go on from the versions of
+CARRIED_TABLES the checkpoint names (merging ranges and segment summaries is associative),
+so only new records are read. The result equals a full run over everything.
 """
 
 from __future__ import annotations
@@ -29,7 +29,13 @@ CHECKPOINT_SCHEMA: Final = (
 )
 #: Audit tables an incremental run goes on from (at the versions the checkpoint names),
 #: rather than recomputing them from every stored record.
-CARRIED_TABLES: Final = ("poison_messages", "archived_messages", "findings", "pruning_cutoff")
+CARRIED_TABLES: Final = (
+    "poison_messages",
+    "archived_messages",
+    "findings",
+    "pruning_cutoff",
+    "share_partition_segments",
+)
 #: Tables an incremental run appends to, and the input their rows come from (None: the
 #: table has a `source` column naming it).
 APPENDED_TABLES: Final[Mapping[str, str | None]] = {

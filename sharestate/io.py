@@ -226,16 +226,25 @@ def _is_missing_source(err: Exception, fmt: str) -> bool:
 
 
 def write_table(
-    df: DataFrame, path: str, output_format: str, *, replace_where: str | None = None
+    df: DataFrame,
+    path: str,
+    output_format: str,
+    *,
+    replace_where: str | None = None,
+    append: bool = False,
 ) -> None:
-    """Replace the table at `path` (or, with `replace_where`, the Delta rows matching it).
+    """Replace the table at `path` (or, with `replace_where`, the Delta rows matching it; or,
+    with `append`, add the rows to the Delta table).
 
     Readers never see a half-written table: a Delta write is one atomic commit (and the
     previous version stays readable by time travel); Parquet is written beside the table
     and swapped in by two renames."""
     if output_format == "delta":
-        writer = df.write.format("delta").mode("overwrite")
-        if replace_where is not None:
+        writer = df.write.format("delta").mode("append" if append else "overwrite")
+        if append:
+            if replace_where is not None:
+                raise ValueError("append and replace_where exclude each other")
+        elif replace_where is not None:
             writer = writer.option("replaceWhere", replace_where)
         else:
             writer = writer.option("overwriteSchema", "true")
@@ -246,8 +255,8 @@ def write_table(
                 raise SparkSetupError(f"--output-format delta: {_DELTA_MISSING}") from None
             raise
         return
-    if replace_where is not None:
-        raise ValueError("replace_where needs a Delta table")
+    if replace_where is not None or append:
+        raise ValueError("replace_where and append need a Delta table")
     _write_parquet_swapped(df, path)
 
 

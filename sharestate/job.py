@@ -242,6 +242,20 @@ def _previous_output(spark: SparkSession, output: str) -> PreviousOutput | None:
     return PreviousOutput(prior, tables)
 
 
+def _untouched_since_checkpoint(
+    spark: SparkSession, previous: PreviousOutput, path: str, name: str
+) -> bool:
+    """Whether the appended table `name` is as the checkpointed run left it (no later,
+    unfinished run wrote to it): then new rows are appended as they are, without the
+    `replaceWhere`, which would scan the whole table for rows above the checkpoint."""
+    recorded = previous.prior.carried.get("appended_versions", {}).get(name)
+    return (
+        recorded is not None
+        and name in previous.tables
+        and delta_version(spark, path) == int(recorded)
+    )
+
+
 def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any]:
     """Run the job: read and decode the exports, write every table, print the summary.
 
@@ -259,10 +273,14 @@ def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any
     try:
         for name, df in results.tables().items():
             log.info("writing %s", name)
-            where = None
+            where, append = None, False
             if previous is not None and name in APPENDED_TABLES:
-                where = new_rows_predicate(previous.prior, APPENDED_TABLES[name])
-            write_table(df, f"{output}/{name}", config.output_format, replace_where=where)
+                append = _untouched_since_checkpoint(spark, previous, f"{output}/{name}", name)
+                if not append:
+                    where = new_rows_predicate(previous.prior, APPENDED_TABLES[name])
+            write_table(
+                df, f"{output}/{name}", config.output_format, replace_where=where, append=append
+            )
         summary = summarize(results)
         state_version = (
             delta_version(spark, f"{output}/share_partition_state")
@@ -272,9 +290,15 @@ def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any
         read = {source: export.rows for source, export in results.inputs.items()}
         carried = None
         if config.output_format == "delta":
+            written = results.tables()
             carried = {
                 "versions": {
                     name: delta_version(spark, f"{output}/{name}") for name in CARRIED_TABLES
+                },
+                "appended_versions": {
+                    name: delta_version(spark, f"{output}/{name}")
+                    for name in APPENDED_TABLES
+                    if name in written
                 },
                 "delivery_count_limit": config.delivery_count_limit,
             }

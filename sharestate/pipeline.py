@@ -51,6 +51,7 @@ class Results:
     delivery_counts: DataFrame
     poison_messages: DataFrame
     archived_messages: DataFrame
+    share_partition_segments: DataFrame
     pruning_cutoff: DataFrame
     findings: DataFrame
     #: Only with --consumer-offsets.
@@ -75,6 +76,7 @@ class Results:
         out["delivery_counts"] = self.delivery_counts
         out["poison_messages"] = self.poison_messages
         out["archived_messages"] = self.archived_messages
+        out["share_partition_segments"] = self.share_partition_segments
         out["pruning_cutoff"] = self.pruning_cutoff
         if self.share_groups is not None:
             out["share_groups"] = self.share_groups
@@ -88,20 +90,28 @@ class Results:
             df.unpersist()
 
 
-def _decoded_and_cached(decoded: spark_decode.Decoded, cache: list[DataFrame]) -> None:
+def _decoded_and_cached(
+    decoded: spark_decode.Decoded, cache: list[DataFrame], *, only_new_rows: bool
+) -> None:
     # Records and quarantine are two filters of one decode; cache the decode so writing both
-    # does not decode twice (Spark's cache matches the shared sub-plan).
-    if decoded.worth_caching:
+    # does not decode twice (Spark's cache matches the shared sub-plan). An incremental
+    # run's new rows are few: cache them whatever decoded them, else every table that
+    # reads them scans the whole export again for the rows above the checkpoint.
+    if decoded.worth_caching or only_new_rows:
         cache.append(decoded.all_rows.persist(StorageLevel.MEMORY_AND_DISK))
 
 
-def _only_new(export: Export, source: str, previous: PreviousOutput | None) -> Export:
+def _only_new(
+    export: Export, source: str, previous: PreviousOutput | None, cache: list[DataFrame]
+) -> Export:
     if previous is None:
         return export
     done = processed(previous.prior, source, "partition", "offset")
-    return replace(
-        export, rows=export.rows.filter(~done), already_processed=export.rows.filter(done)
-    )
+    # The rows above the checkpoint are few; keep them rather than filter the whole export
+    # again for each reader (decoding, the wrong-topic check, the summary, the checkpoint).
+    new_rows = export.rows.filter(~done).persist(StorageLevel.MEMORY_AND_DISK)
+    cache.append(new_rows)
+    return replace(export, rows=new_rows, already_processed=export.rows.filter(done))
 
 
 def _with_stored(
@@ -136,6 +146,7 @@ def _carried(
         new_quarantine=new_quarantine,
         findings=previous.tables["findings"],
         pruning_cutoff=previous.tables["pruning_cutoff"],
+        segments=previous.tables["share_partition_segments"],
     )
 
 
@@ -154,16 +165,16 @@ def compute(
         topic=SHARE_STATE_TOPIC,
         input_format=config.input_format,
     )
-    share_state = _only_new(share_state, "share_state", previous)
+    cached: list[DataFrame] = []
+    share_state = _only_new(share_state, "share_state", previous, cached)
     inputs = {"share_state": share_state}
     end_offsets = (
         read_end_offsets(spark, config.end_offsets, config.input_format)
         if config.end_offsets
         else None
     )
-    cached: list[DataFrame] = []
     state = spark_decode.decode_share_state(deduplicate(share_state.rows), config.kafka_version)
-    _decoded_and_cached(state, cached)
+    _decoded_and_cached(state, cached, only_new_rows=previous is not None)
     quarantine = state.quarantine
     offset, moment = config.as_of_offset, config.as_of_timestamp
     # The audits see what the replay sees: --as-of limits the state-topic rows, and (a
@@ -178,12 +189,12 @@ def compute(
             topic=CONSUMER_OFFSETS_TOPIC,
             input_format=config.input_format,
         )
-        offsets = _only_new(offsets, "consumer_offsets", previous)
+        offsets = _only_new(offsets, "consumer_offsets", previous, cached)
         inputs["consumer_offsets"] = offsets
         groups = spark_decode.decode_consumer_offsets(
             deduplicate(offsets.rows), config.kafka_version
         )
-        _decoded_and_cached(groups, cached)
+        _decoded_and_cached(groups, cached, only_new_rows=previous is not None)
         group_records = groups.records
         quarantine = quarantine.unionByName(groups.quarantine)
         audited_groups = as_of(group_records, timestamp=moment)
@@ -235,6 +246,7 @@ def compute(
         delivery_counts=audits.delivery_counts,
         poison_messages=audits.poison_messages,
         archived_messages=audits.archived_messages,
+        share_partition_segments=audits.segments,
         pruning_cutoff=audits.pruning_cutoff,
         findings=audits.findings,
         share_groups=audits.share_groups,
@@ -252,10 +264,27 @@ def _count_by(df: DataFrame, column: str) -> dict[str, int]:
     }
 
 
+def _counts_by_pair(df: DataFrame, first: str, second: str) -> list[tuple[str, str, int]]:
+    """Rows per (first, second) value pair: one Spark job for two breakdowns (the decoded
+    rows are not cached on the JVM path, so each job decodes again)."""
+    rows = df.groupBy(first, second).count().collect()
+    return [(row[first], row[second], int(row["count"])) for row in rows]
+
+
+def _totals(pairs: list[tuple[str, str, int]], index: int) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for pair in pairs:
+        if pair[index] is not None:
+            out[str(pair[index])] = out.get(str(pair[index]), 0) + pair[2]
+    return dict(sorted(out.items()))
+
+
 def summarize(results: Results) -> dict[str, Any]:
     """Counts for the run summary; every number comes from the data."""
-    quarantine_by_source = _count_by(results.quarantine, "source")
+    quarantine_pairs = _counts_by_pair(results.quarantine, "source", "reason_kind")
+    quarantine_by_source = _totals(quarantine_pairs, 0)
     summary: dict[str, Any] = {"inputs": {}}
+    record_pairs = _counts_by_pair(results.share_state_records, "record_type", "layout")
     decoded_tables = {
         "share_state": results.share_state_records,
         "consumer_offsets": results.share_group_records,
@@ -264,7 +293,10 @@ def summarize(results: Results) -> dict[str, Any]:
         read = export.rows.count()
         unique = deduplicate(export.rows).count()
         decoded_df = decoded_tables[source]
-        decoded = decoded_df.count() if decoded_df is not None else 0
+        if source == "share_state":
+            decoded = sum(count for _, _, count in record_pairs)
+        else:
+            decoded = decoded_df.count() if decoded_df is not None else 0
         quarantined = quarantine_by_source.get(source, 0)
         summary["inputs"][source] = {
             "path": export.path,
@@ -282,11 +314,17 @@ def summarize(results: Results) -> dict[str, Any]:
             "skipped": "no --consumer-offsets given: group-metadata checks are skipped"
         }
     records = results.share_state_records
+    keys = (
+        records.groupBy(*KEY)
+        .count()
+        .agg(F.count(F.lit(1)).alias("keys"), F.countDistinct("group_id").alias("groups"))
+        .first()
+    )
     summary["share_state_records"] = {
-        "by_record_type": _count_by(records, "record_type"),
-        "by_layout": _count_by(records.filter(F.col("layout").isNotNull()), "layout"),
-        "share_partitions": records.select("group_id", "topic_id", "partition").distinct().count(),
-        "groups": records.select("group_id").distinct().count(),
+        "by_record_type": _totals(record_pairs, 0),
+        "by_layout": _totals(record_pairs, 1),
+        "share_partitions": int(keys["keys"]) if keys else 0,
+        "groups": int(keys["groups"]) if keys else 0,
     }
     state = results.share_partition_state
     summary["share_partition_state"] = {
@@ -304,7 +342,7 @@ def summarize(results: Results) -> dict[str, Any]:
         }
     summary["quarantine"] = {
         "rows": sum(quarantine_by_source.values()),
-        "by_reason_kind": _count_by(results.quarantine, "reason_kind"),
+        "by_reason_kind": _totals(quarantine_pairs, 1),
     }
     summary.update(_audit_summary(results))
     return summary

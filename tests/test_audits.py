@@ -19,7 +19,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as sf
 from pyspark.sql import types as T
 
 from sharestate import audits
@@ -383,7 +384,9 @@ def hand(spark: SparkSession, fast_sql: None) -> HandBuilt:
         groups=result.share_groups.collect(),
         lag=result.share_partition_lag.collect(),
         findings=result.findings.collect(),
-        auto_partition_findings=audits.wrong_state_partition_findings(records, None).collect(),
+        auto_partition_findings=audits.wrong_state_partition_findings(
+            result.segments, None
+        ).collect(),
     )
     for frame in result.worth_caching():
         frame.unpersist()
@@ -543,6 +546,62 @@ def test_pruning_cutoff_as_kafka_computes_it(hand: HandBuilt) -> None:
 
 
 @pytest.mark.spark
+def test_carried_pruning_cutoff_counts_records_before_it_from_the_gaps(
+    spark: SparkSession, fast_sql: None
+) -> None:
+    """An incremental run's cut-off and counts (stored table, new positions, gap findings)
+    equal those of one run over every position, with gaps below, at and above the cut-off
+    and a partition with no snapshot."""
+    a, b = ("g", T1, 0), ("g", T1, 1)
+    missing = {5, 6, 50, 59, 60, 70}
+    snapshots = {0: a, 1: b, 20: a, 65: b, 80: a}
+    rows = [
+        (
+            *snapshots.get(o, a if o % 2 else b),
+            0,  # segment, numbered below
+            0,  # source_partition
+            o,
+            _ts(o),
+            "snapshot" if o in snapshots else "update",
+        )
+        for o in range(100)
+        if o not in missing
+    ] + [(*a, 0, 1, o, _ts(o), "update") for o in range(3, 10)]  # partition 1: updates only
+    history = spark.createDataFrame(
+        rows,
+        "group_id string, topic_id string, partition int, segment long, source_partition int,"
+        " source_offset long, source_timestamp timestamp, record_type string",
+    )
+    # Segments as the replay numbers them: a snapshot starts one.
+    history = history.withColumn(
+        "segment",
+        sf.sum(sf.when(sf.col("record_type") == "snapshot", 1).otherwise(0)).over(
+            Window.partitionBy(*audits.KEY).orderBy(*audits.LOG_ORDER)
+        ),
+    )
+    positions = history.select(*audits.LOG_ORDER)
+    whole = audits.pruning_cutoff(audits.share_partition_segments(history), positions)
+    boundary = 58
+    old_history = history.filter(sf.col("source_offset") < boundary)
+    new_history = history.filter(sf.col("source_offset") >= boundary)
+    stored = audits.pruning_cutoff(
+        audits.share_partition_segments(old_history), old_history.select(*audits.LOG_ORDER)
+    )
+    gaps = audits.share_state_gap_findings(positions)
+    carried = audits.carried_pruning_cutoff(
+        audits.share_partition_segments(new_history, audits.share_partition_segments(old_history)),
+        stored,
+        new_history.select(*audits.LOG_ORDER),
+        gaps,
+    )
+    expected = {r.source_partition: r.asDict() for r in whole.collect()}
+    assert expected[0]["cutoff_offset"] == 65  # b's latest snapshot, below a's (80)
+    assert expected[0]["records_before_cutoff"] == 65 - 5  # 5, 6, 50, 59, 60 are missing
+    assert expected[1]["cutoff_offset"] is None and expected[1]["records_before_cutoff"] == 0
+    assert {r.source_partition: r.asDict() for r in carried.collect()} == expected
+
+
+@pytest.mark.spark
 def test_share_groups_from_the_latest_record_of_each_key(hand: HandBuilt) -> None:
     groups = {r.group_id: r for r in hand.groups}
     assert set(groups) == {"orders", "g-deleted", "legacy"}
@@ -688,14 +747,16 @@ def test_partition_check_is_skipped_when_no_count_fits(spark: SparkSession, fast
         for k in keys
     ]
     assert max(placed) == 7  # so 8 is what auto infers
-    records = spark.createDataFrame(
-        [(sp, 0, *k) for sp, k in zip(placed, keys, strict=True)],
-        "source_partition int, source_offset long, group_id string, topic_id string, partition int",
+    history = spark.createDataFrame(
+        [(sp, 0, None, "snapshot", 1, *k) for sp, k in zip(placed, keys, strict=True)],
+        "source_partition int, source_offset long, source_timestamp timestamp,"
+        " record_type string, segment long, group_id string, topic_id string, partition int",
     )
     fits_50 = sum(state_topic_partition(*k, 50) == sp for sp, k in zip(placed, keys, strict=True))
     fits_8 = sum(state_topic_partition(*k, 8) == sp for sp, k in zip(placed, keys, strict=True))
     assert max(fits_50, fits_8) * 2 < len(keys)  # the premise of this test
-    (only,) = audits.wrong_state_partition_findings(records, None).collect()
+    segments = audits.share_partition_segments(history)
+    (only,) = audits.wrong_state_partition_findings(segments, None).collect()
     assert (only.severity, only.code, only.affected) == ("info", "state_partition_check_skipped", 4)
 
 

@@ -3,8 +3,10 @@ run over the whole export, gives the same tables as one full run over the whole 
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
@@ -24,11 +26,28 @@ def _write(folder: Path, table: object) -> str:
     return str(folder)
 
 
+def _with_gaps(state: pa.Table) -> pa.Table:
+    """The export without a few offsets of its two longest partitions: lost records, some
+    before the first run's boundary (offset 30), one at it, some after it."""
+    counts = Counter(state.column("partition").to_pylist())
+    (first, _), (second, _) = counts.most_common(2)
+    dropped = {(first, 10), (first, 11), (first, 30), (first, 45), (second, 29), (second, 40)}
+    keep = [
+        (p, o) not in dropped
+        for p, o in zip(
+            state.column("partition").to_pylist(), state.column("offset").to_pylist(), strict=True
+        )
+    ]
+    assert state.num_rows - sum(keep) == len(dropped)
+    return state.filter(pa.array(keep))
+
+
 @pytest.mark.spark
 def test_incremental_run_equals_a_full_run(spark: SparkSession, tmp_path: Path) -> None:
     state, offsets = generate(
         SampleSpec(records=1_500, share_partitions=30, records_per_snapshot=4)
     )
+    state = _with_gaps(state)
     # The first run sees each partition's first 30 rows; the second the whole export.
     early_state = state.filter(state.column("offset").to_numpy() < 30)
     assert 0 < early_state.num_rows < state.num_rows
@@ -51,6 +70,12 @@ def test_incremental_run_equals_a_full_run(spark: SparkSession, tmp_path: Path) 
     run(whole, tmp_path / "full", "full")
     tables = sorted(p.name for p in (tmp_path / "full").iterdir() if p.is_dir())
     assert {"share_partition_state", "share_partition_history", "findings"} <= set(tables)
+    # The carried tables are put to the test: gaps before, at and after the boundary, and
+    # records before the pruning cut-off, which the incremental run counts from the gaps.
+    findings = spark.read.format("delta").load(str(tmp_path / "full" / "findings"))
+    assert findings.filter("code = 'source_offset_gap' AND source = 'share_state'").count() == 5
+    pruning = spark.read.format("delta").load(str(tmp_path / "full" / "pruning_cutoff"))
+    assert pruning.agg({"records_before_cutoff": "sum"}).first()[0] > 0
     for name in tables:
         if name in SKIPPED:
             continue

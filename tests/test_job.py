@@ -25,6 +25,7 @@ TABLES = (
     "share_group_records",
     "quarantine",
     "delivery_counts",
+    "share_partition_segments",
     "pruning_cutoff",
     "share_groups",
     "findings",
