@@ -239,14 +239,13 @@ def write_table(
     Readers never see a half-written table: a Delta write is one atomic commit (and the
     previous version stays readable by time travel); Parquet is written beside the table
     and swapped in by two renames."""
+    if append and replace_where is not None:
+        raise ValueError("append and replace_where exclude each other")
     if output_format == "delta":
         writer = df.write.format("delta").mode("append" if append else "overwrite")
-        if append:
-            if replace_where is not None:
-                raise ValueError("append and replace_where exclude each other")
-        elif replace_where is not None:
+        if replace_where is not None:
             writer = writer.option("replaceWhere", replace_where)
-        else:
+        elif not append:
             writer = writer.option("overwriteSchema", "true")
         try:
             writer.save(path)
