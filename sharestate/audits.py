@@ -34,6 +34,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sharestate.fold import LATEST_TIMESTAMP, SINCE
 from sharestate.partitioning import DEFAULT_STATE_TOPIC_PARTITIONS
 
 KEY: Final = ("group_id", "topic_id", "partition")
@@ -308,6 +309,23 @@ def stored_ranges(ranges: DataFrame, by: Sequence[str]) -> DataFrame:
     )
 
 
+#: The columns `merge_ranges` adds to its `by` columns (in its select below).
+_MERGED_COLUMNS: Final = (
+    "first_offset",
+    "last_offset",
+    "offsets",
+    "delivery_count",
+    "min_delivery_count",
+    "first_seen_source_partition",
+    "first_seen_source_offset",
+    "first_seen_timestamp",
+    "last_seen_source_partition",
+    "last_seen_source_offset",
+    "last_seen_timestamp",
+    "sightings",
+)
+
+
 def merge_ranges(
     intervals: DataFrame, by: Sequence[str], stored: DataFrame | None = None
 ) -> DataFrame:
@@ -438,12 +456,21 @@ def archived_ranges(
         .otherwise(F.lit(REASON_BELOW_LIMIT))
     )
     by = [*KEY, "reason"]
-    merged = merge_ranges(
-        archived_intervals(records).withColumn("reason", reason),
-        by,
-        None if stored is None else stored_ranges(stored, by),
+    intervals = archived_intervals(records).withColumn("reason", reason)
+    if stored is None:
+        return _with_final_state(merge_ranges(intervals, by), state)
+    # Stored ranges are maximal (disjoint, not touching): one that neither overlaps nor
+    # touches the span of its share-partition's new intervals cannot change, so only the
+    # others are merged again.
+    spans = intervals.groupBy(*by).agg(
+        F.min("first_offset").alias("_low"), F.max("last_offset").alias("_high")
     )
-    return _with_final_state(merged, state)
+    first, last = F.col("first_offset"), F.col("last_offset")
+    apart = (first - 1 > F.col("_high")) | (F.col("_low") - 1 > last)
+    placed = stored.join(spans, by, "left").withColumn("_unchanged", F.col("_low").isNull() | apart)
+    unchanged = placed.filter(F.col("_unchanged")).select(*by, *_MERGED_COLUMNS)
+    remerged = merge_ranges(intervals, by, stored_ranges(placed.filter(~F.col("_unchanged")), by))
+    return _with_final_state(remerged.unionByName(unchanged), state)
 
 
 def poison_messages(ranges: DataFrame) -> DataFrame:
@@ -1363,15 +1390,12 @@ def _hours(reference: Column, moment: Column) -> Column:
     return F.round((F.unix_micros(reference) - F.unix_micros(moment)) / F.lit(3_600_000_000), 1)
 
 
-#: Columns `start_offset_moves` adds to share_partition_state: when (log position and time
-#: of the record) the effective start offset last changed, and the share-partition's latest
-#: record time.
-SINCE: Final = "effective_start_offset_since"
-LATEST_TIMESTAMP: Final = "latest_source_timestamp"
-
-
 def start_offset_moves(history: DataFrame, prior_state: DataFrame | None = None) -> DataFrame:
-    """Per share-partition in `history`: SINCE (source_timestamp, source_partition,
+    """The SINCE and LATEST_TIMESTAMP columns the replay's fold puts on
+    share_partition_state, computed from the history with a window (the reference the fold
+    is tested against, and what a state built without the fold gets).
+
+    Per share-partition in `history`: SINCE (source_timestamp, source_partition,
     source_offset of the last record after which effective_start_offset differed from the
     row before; the first row counts when it has an offset) and LATEST_TIMESTAMP.
 

@@ -37,6 +37,17 @@ COUNT_COLUMNS: Final = {
     "acknowledged_offsets": ACKNOWLEDGED,
     "archived_offsets": ARCHIVED,
 }
+#: share_partition_state columns: when (source_timestamp and log position of the record)
+#: the effective start offset last moved, and the share-partition's latest record time.
+SINCE: Final = "effective_start_offset_since"
+LATEST_TIMESTAMP: Final = "latest_source_timestamp"
+MOVED_AT_TYPE: Final = pa.struct(
+    [
+        pa.field("source_timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("source_partition", pa.int32()),
+        pa.field("source_offset", pa.int64()),
+    ]
+)
 #: Columns copied from the input row to its history row.
 PASSTHROUGH_FIELDS: Final = [
     pa.field("group_id", pa.string()),
@@ -76,6 +87,12 @@ HISTORY_FIELDS: Final = [
     # True on the share-partition's last row (its final state); the rows of a
     # share-partition must be contiguous in the input for this to hold.
     pa.field("last_of_share_partition", pa.bool_()),
+    # On the share-partition's last row only: the latest log position after which
+    # effective_start_offset differed from the row before (the first row counts when it
+    # has one), and the latest source_timestamp. Folded here, in log order, rather than by
+    # a window over the whole history afterwards.
+    pa.field(SINCE, MOVED_AT_TYPE),
+    pa.field(LATEST_TIMESTAMP, pa.timestamp("us", tz="UTC")),
 ]
 #: record_type of the rows an incremental run adds in front of a share-partition's new
 #: records: the state (or deletion) the previous run ended with.
@@ -91,8 +108,13 @@ STATE_INPUT: Final = (
     "write_timestamp",
     "delivery_complete_count",
     "state_batches",
-    "seed_last_snapshot_offset",  # seed rows only
+    # Seed rows only: the stored latest snapshot offset and SINCE (a seed's
+    # source_timestamp is the stored LATEST_TIMESTAMP).
+    "seed_last_snapshot_offset",
+    "seed_since",
 )
+_SCALAR_INPUT: Final = STATE_INPUT[:7]
+_NO_ROW: Final = object()
 _LONG_MAX: Final = 2**63 - 1
 _DELETED_ROW: Final = (True, *([None] * (len(COMPUTED_FIELDS) - 2)), None)
 
@@ -326,6 +348,47 @@ def _batches_column(lists: list[list[Batch] | None]) -> pa.Array:
     )
 
 
+def _moved_order(moved: dict[str, Any]) -> tuple[Any, ...]:
+    """Spark's ordering of MOVED_AT_TYPE structs (a null field sorts first)."""
+    return tuple(
+        (value is not None, value)
+        for value in (moved["source_timestamp"], moved["source_partition"], moved["source_offset"])
+    )
+
+
+class _Moves:
+    """SINCE and LATEST_TIMESTAMP of one share-partition, row by row (what
+    `sharestate.audits.start_offset_moves` computes with a window over the history)."""
+
+    __slots__ = ("latest", "previous", "since")
+
+    def __init__(self) -> None:
+        self.previous: object = _NO_ROW
+        self.since: dict[str, Any] | None = None
+        self.latest: Any = None
+
+    def add(self, moved: dict[str, Any] | None, effective_start: int | None, at: Any) -> None:
+        if moved is not None and (
+            self.since is None or _moved_order(moved) > _moved_order(self.since)
+        ):
+            self.since = moved
+        if at is not None and (self.latest is None or at > self.latest):
+            self.latest = at
+        self.previous = effective_start
+
+    def changed(self, effective_start: int | None) -> bool:
+        """Whether `effective_start` differs from the row before (null-safe); the first row
+        counts when it has an offset."""
+        if self.previous is _NO_ROW:
+            return effective_start is not None
+        return effective_start != self.previous
+
+
+#: An output batch held back: its arrays, then per row: ends its share-partition, SINCE,
+#: LATEST_TIMESTAMP.
+_Held = tuple[list[pa.Array], list[bool], list[dict[str, Any] | None], list[Any]]
+
+
 def fold_batches(
     batches: Iterator[pa.RecordBatch], kafka: tuple[int, int] = LATEST
 ) -> Iterator[pa.RecordBatch]:
@@ -334,10 +397,11 @@ def fold_batches(
     back until the next input batch shows whether its last row ends a share-partition."""
     schema = pa.schema(HISTORY_FIELDS)
     segment = _Segment(kafka)
+    moves = _Moves()
     current_key: tuple[Any, ...] | None = None
     share_partition: tuple[Any, ...] | None = None
     last_snapshot: int | None = None
-    held: tuple[list[pa.Array], list[bool]] | None = None
+    held: _Held | None = None
     for batch in batches:
         size = batch.num_rows
         if size == 0:
@@ -346,10 +410,13 @@ def fold_batches(
             zip(*(batch.column(name).to_pylist() for name in (*KEY, "segment")), strict=True)
         )
         kinds = batch.column("record_type").to_pylist()
+        source_partitions = batch.column("source_partition").to_pylist()
         source_offsets = batch.column("source_offset").to_pylist()
+        timestamps = batch.column("source_timestamp").to_pylist()
         seed_snapshots = batch.column("seed_last_snapshot_offset").to_pylist()
+        seed_since = batch.column("seed_since").to_pylist()
         scalars = list(
-            zip(*(batch.column(name).to_pylist() for name in STATE_INPUT[:-2]), strict=True)
+            zip(*(batch.column(name).to_pylist() for name in _SCALAR_INPUT), strict=True)
         )
         listed = batch.column("state_batches")
         if not isinstance(listed, pa.ListArray):
@@ -363,12 +430,13 @@ def fold_batches(
             zip(*(column.to_pylist() for column in values.flatten()), strict=True)
         )
         if held is not None:
-            held[1][-1] = keys[0][:3] != share_partition
-            yield pa.RecordBatch.from_arrays([*held[0], pa.array(held[1])], schema=schema)
+            yield _history_batch(held, keys[0][:3] != share_partition, schema)
         rows: list[tuple[Any, ...]] = []
         batch_lists: list[list[Batch] | None] = [None] * size
         ends = [False] * size
         snapshots: list[int | None] = [None] * size
+        since: list[dict[str, Any] | None] = [None] * size
+        latest: list[Any] = [None] * size
         for i in range(size):
             key = keys[i]
             if key != current_key:
@@ -377,8 +445,10 @@ def fold_batches(
                 if key[:3] != share_partition:
                     if i:
                         ends[i - 1] = True
+                        since[i - 1], latest[i - 1] = moves.since, moves.latest
                     share_partition = key[:3]
                     last_snapshot = None
+                    moves = _Moves()
                 segment = _Segment(kafka)
                 current_key = key
             new = state_batches[bounds[i] : bounds[i + 1]]
@@ -392,9 +462,23 @@ def fold_batches(
             elif kinds[i] in (SEED, SEED_DELETED):
                 last_snapshot = seed_snapshots[i]
             snapshots[i] = last_snapshot
-            rows.append(segment.row(error))
+            row = segment.row(error)
+            rows.append(row)
+            effective_start = row[2]
+            if kinds[i] in (SEED, SEED_DELETED):
+                moved = seed_since[i]
+            elif moves.changed(effective_start):
+                moved = {
+                    "source_timestamp": timestamps[i],
+                    "source_partition": source_partitions[i],
+                    "source_offset": source_offsets[i],
+                }
+            else:
+                moved = None
+            moves.add(moved, effective_start, timestamps[i])
         # The segment may go on in the next batch: copy, later updates change the list.
         batch_lists[-1] = list(segment.batches) if segment.has_state else []
+        since[-1], latest[-1] = moves.since, moves.latest
         columns = list(zip(*rows, strict=True))
         arrays: list[pa.Array] = [
             batch.column(field.name).cast(field.type) for field in PASSTHROUGH_FIELDS
@@ -406,7 +490,25 @@ def fold_batches(
         arrays.append(_batches_column(batch_lists))
         arrays.append(pa.array(columns[-1], pa.string()))
         arrays.append(pa.array(snapshots, pa.int64()))
-        held = (arrays, ends)
+        # Whether the last row ends its share-partition shows with the next batch.
+        held = (arrays, ends, since, latest)
     if held is not None:
-        held[1][-1] = True
-        yield pa.RecordBatch.from_arrays([*held[0], pa.array(held[1])], schema=schema)
+        yield _history_batch(held, True, schema)
+
+
+def _history_batch(held: _Held, last_ends: bool, schema: pa.Schema) -> pa.RecordBatch:
+    """A held output batch, now that it is known whether its last row ends its
+    share-partition (SINCE and LATEST_TIMESTAMP stay only on rows that do)."""
+    arrays, ends, since, latest = held
+    ends[-1] = last_ends
+    if not last_ends:
+        since[-1] = latest[-1] = None
+    return pa.RecordBatch.from_arrays(
+        [
+            *arrays,
+            pa.array(ends),
+            pa.array(since, MOVED_AT_TYPE),
+            pa.array(latest, pa.timestamp("us", tz="UTC")),
+        ],
+        schema=schema,
+    )

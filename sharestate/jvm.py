@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from sharestate.errors import InvalidConfigError, SparkSetupError
 
 #: The `Probe.version()` this Python code speaks to.
-CONTRACT_VERSION: Final = 1
+CONTRACT_VERSION: Final = 2
 _PACKAGE: Final = "sharestate.jvm"
 #: Which implementation runs a step: "python" (the reference), "jvm" (the jar's, the same
 #: columns faster) or "auto" (the JVM one when the session has the jar).
@@ -41,10 +41,20 @@ def available(spark: SparkSession) -> bool:
         return False
 
 
+def _target(spark: SparkSession, class_name: str, method: str) -> Any:
+    return getattr(getattr(_jvm(spark).sharestate.jvm, class_name), method)
+
+
 def call(spark: SparkSession, class_name: str, method: str, df: DataFrame, *args: Any) -> DataFrame:
     """`sharestate.jvm.<class_name>.<method>(df, *args)`: a Dataset<Row> in, one out."""
-    target = getattr(getattr(_jvm(spark).sharestate.jvm, class_name), method)
-    return DataFrame(target(df._jdf, *args), spark)
+    return DataFrame(_target(spark, class_name, method)(df._jdf, *args), spark)
+
+
+def call_many(
+    spark: SparkSession, class_name: str, method: str, df: DataFrame, *args: Any
+) -> list[DataFrame]:
+    """As `call`, for a method that returns a Dataset<Row>[]."""
+    return [DataFrame(out, spark) for out in _target(spark, class_name, method)(df._jdf, *args)]
 
 
 def choose(engine: str, step: str, unavailable: str | None) -> bool:

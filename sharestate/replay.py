@@ -16,7 +16,12 @@ Distributed, with nothing proportional to the data on the driver:
    scripts/build_jvm.sh builds, `sharestate.jvm.Fold` does the same fold on the JVM
    (`mapPartitions`, same columns, several times faster); `engine` picks one.
 3. The fold marks each share-partition's last row; that row's state is
-   `share_partition_state`. Every row is a row of `share_partition_history`.
+   `share_partition_state`, with when its effective start offset last moved and its latest
+   record time (tracked by the fold in log order). Every row is a row of
+   `share_partition_history`.
+
+The JVM fold turns its input plan into an RDD: with adaptive execution, that runs the
+shuffle of step 2 when `replay` is called.
 """
 
 from __future__ import annotations
@@ -38,10 +43,13 @@ from sharestate.fold import (
     COUNT_COLUMNS,
     HISTORY_FIELDS,
     KEY,
+    LATEST_TIMESTAMP,
     LOG_ORDER,
+    MOVED_AT_TYPE,
     PASSTHROUGH_FIELDS,
     SEED,
     SEED_DELETED,
+    SINCE,
     STATE_INPUT,
     fold_batches,
 )
@@ -51,6 +59,7 @@ _BATCHES_DDL: Final = (
     "array<struct<first_offset:bigint,last_offset:bigint,delivery_state:int,delivery_count:int>>"
 )
 _FOLD_INPUT: Final = (*(f.name for f in PASSTHROUGH_FIELDS), *STATE_INPUT)
+_MOVED_AT: Final = from_arrow_schema(pa.schema(list(MOVED_AT_TYPE)))
 
 
 @dataclass(frozen=True)
@@ -85,18 +94,24 @@ def with_segments(records: DataFrame) -> DataFrame:
 
 def _seeds(prior_state: DataFrame, records: DataFrame) -> DataFrame:
     """One row per share-partition that has new records and a stored state: that state,
-    placed at the stored last record so that it sorts before every new one."""
+    placed at the stored last record so that it sorts before every new one, with the stored
+    latest record time as its source_timestamp (a state written before those columns
+    existed goes on from none)."""
     touched = records.select(*KEY).distinct()
+    stored = set(prior_state.columns)
+    latest = F.col(LATEST_TIMESTAMP) if LATEST_TIMESTAMP in stored else F.lit(None)
+    since = F.col(SINCE) if SINCE in stored else F.lit(None)
     return prior_state.join(touched, list(KEY), "left_semi").select(
         *KEY,
         F.col("last_source_partition").alias("source_partition"),
         F.col("last_source_offset").alias("source_offset"),
-        F.lit(None).cast("timestamp").alias("source_timestamp"),
+        latest.cast("timestamp").alias("source_timestamp"),
         F.when(F.col("deleted"), F.lit(SEED_DELETED)).otherwise(F.lit(SEED)).alias("record_type"),
         *STATE_FIELDS,
         "state_batches",
         F.col("segment").alias("seed_segment"),
         F.col("last_snapshot_offset").alias("seed_last_snapshot_offset"),
+        since.cast(_MOVED_AT).alias("seed_since"),
     )
 
 
@@ -137,6 +152,7 @@ def replay(
         "state_batches",
         F.lit(None).cast("long").alias("seed_segment"),
         F.lit(None).cast("long").alias("seed_last_snapshot_offset"),
+        F.lit(None).cast(_MOVED_AT).alias("seed_since"),
     )
     if prior_state is not None:
         inputs = inputs.unionByName(_seeds(prior_state, records))
@@ -168,8 +184,10 @@ def replay(
         "last_snapshot_offset",
         "replay_error",
         F.col("segment").alias("segment"),
+        SINCE,
+        LATEST_TIMESTAMP,
     )
     history = folded.filter(~F.col("record_type").isin(SEED, SEED_DELETED)).drop(
-        "state_batches", "last_of_share_partition"
+        "state_batches", "last_of_share_partition", SINCE, LATEST_TIMESTAMP
     )
     return Replayed(history, state, folded)

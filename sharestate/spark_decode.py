@@ -64,9 +64,9 @@ class Decoded:
     records: DataFrame
     quarantine: DataFrame
     all_rows: DataFrame
-    #: False when the JVM tier decoded: decoding again (from the shuffle files of any
-    #: deduplication) is cheaper than caching, and caching 10M JVM-decoded rows after a
-    #: shuffle ran a 2 GiB local driver out of memory.
+    #: False when the JVM tier decoded: keep such rows in memory and 10M of them (after a
+    #: shuffle) ran a 2 GiB local driver out of heap; `sharestate.pipeline` caches them on
+    #: disk only.
     worth_caching: bool = True
 
 
@@ -206,8 +206,10 @@ def _jvm_share_state(
         ]
     )
     spark, csv = rows.sparkSession, ",".join(layouts)
-    tiered = jvm.call(spark, "DecodeShareState", "decode", rows, csv, schema.json())
-    return tiered, jvm.call(spark, "DecodeShareState", "flagged", rows, csv)
+    # Both tiers from one call: they share one RDD of the input, so the deduplication
+    # shuffle, which adaptive execution runs when the plan becomes an RDD, runs once.
+    tiered, flagged = jvm.call_many(spark, "DecodeShareState", "tiers", rows, csv, schema.json())
+    return tiered, flagged
 
 
 def _jvm_reason_not(df: DataFrame) -> str | None:

@@ -1120,3 +1120,32 @@ def test_kafka_key_hash_column_agrees_with_java_string_hash(spark: SparkSession)
     assert (
         nulls.select(audits.kafka_key_hash(F.col("g"), F.col("t"), F.col("p"))).first()[0] is None
     )
+
+
+@pytest.mark.spark
+def test_archived_ranges_go_on_from_stored_ranges(spark: SparkSession, fast_sql: None) -> None:
+    """An incremental run merges new intervals into the stored ranges (only those that
+    overlap or touch the new intervals' span are merged again): at every cut of the hand-built
+    records, stored + newer records gives the ranges of all records."""
+    records = spark.createDataFrame(
+        [
+            (sp, so, _ts(so), kind, *key, start, None, batches)
+            for sp, so, kind, key, start, batches in RECORDS
+        ],
+        RECORD_SCHEMA,
+    )
+    state = spark.createDataFrame(
+        [
+            (*key, deleted, start, eso, dcc, batches, available, None if deleted else 0, *last)
+            for key, (deleted, start, eso, dcc, batches, available, last) in STATE.items()
+        ],
+        STATE_SCHEMA,
+    )
+    whole = sorted(audits.archived_ranges(records, state, 5).collect())
+    assert len(whole) >= 4
+    cuts = sorted({so for _, so, *_ in RECORDS})
+    for cut in cuts[1:]:
+        before = sf.col("source_offset") < sf.lit(cut)
+        stored = audits.archived_ranges(records.filter(before), state, 5)
+        got = audits.archived_ranges(records.filter(~before), state, 5, stored)
+        assert sorted(got.select(*whole[0].__fields__).collect()) == whole, cut

@@ -17,7 +17,13 @@ import pyarrow as pa
 import pytest
 from test_replay_corpus import _bytes, _key, _sequences
 
-from sharestate.fold import COUNT_COLUMNS, HISTORY_FIELDS, PASSTHROUGH_FIELDS, fold_batches
+from sharestate.fold import (
+    COUNT_COLUMNS,
+    HISTORY_FIELDS,
+    MOVED_AT_TYPE,
+    PASSTHROUGH_FIELDS,
+    fold_batches,
+)
 from sharestate.records import decode_share_state, parse_kafka_version, share_state_layouts
 from sharestate.state import STATE_FIELDS, offsets_by_state
 from sharestate.tables import STATE_BATCHES_TYPE
@@ -28,6 +34,7 @@ INPUT_SCHEMA = pa.schema(
         *[f for f in HISTORY_FIELDS if f.name in STATE_FIELDS],
         pa.field("state_batches", STATE_BATCHES_TYPE),
         pa.field("seed_last_snapshot_offset", pa.int64()),
+        pa.field("seed_since", MOVED_AT_TYPE),
     ]
 )
 

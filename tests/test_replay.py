@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from sharestate import encode
 from sharestate.combiner import combine
 from sharestate.config import JobConfig
+from sharestate.jvm import Engine, available
 from sharestate.pipeline import compute
 from sharestate.replay import as_of, replay
 from sharestate.sample import KAFKA_EXPORT_SCHEMA
@@ -217,3 +218,41 @@ def test_replay_from_a_stored_state_equals_a_replay_of_everything(
     assert_df_equality(combined_state, whole.state, ignore_row_order=True)
     combined_history = first.history.unionByName(second.history)
     assert_df_equality(combined_history, whole.history, ignore_row_order=True)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("engine", ["python", "jvm"])
+def test_fold_finds_when_the_start_offset_last_moved(
+    spark: SparkSession, tmp_path: Path, engine: Engine
+) -> None:
+    """The fold's SINCE and LATEST_TIMESTAMP (share_partition_state) equal what the window
+    over the history (`start_offset_moves`, the reference) computes, also going on from a
+    stored state."""
+    from sharestate.audits import start_offset_moves
+    from sharestate.fold import KEY, LATEST_TIMESTAMP, SINCE
+    from sharestate.sample import SampleSpec, write_sample
+
+    if engine == "jvm" and not available(spark):
+        pytest.skip("sharestate-jvm.jar is not in .jars/: run `bash scripts/build_jvm.sh`")
+    write_sample(tmp_path, SampleSpec(records=2_000, share_partitions=30, records_per_snapshot=4))
+    records = compute(
+        spark, JobConfig(share_state=str(tmp_path / "share_state"))
+    ).share_state_records
+    whole = replay(records, engine=engine)
+    got = whole.state.select(*KEY, SINCE, LATEST_TIMESTAMP)
+    want = start_offset_moves(whole.history)
+    assert got.filter(F.col(SINCE).isNotNull()).count() > 10
+    moved_earlier = F.col(f"{SINCE}.source_offset") < F.col("last_source_offset")
+    assert whole.state.filter(moved_earlier).count() > 0
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+    cut = F.col("source_offset") < F.lit(40)
+    first = replay(records.filter(cut), engine=engine)
+    second = replay(records.filter(~cut), prior_state=first.state, engine=engine)
+    stored = first.state.join(second.state.select(*KEY), list(KEY), "left_semi")
+    want_after = start_offset_moves(second.history, stored)
+    assert_df_equality(
+        second.state.select(*KEY, SINCE, LATEST_TIMESTAMP),
+        want_after,
+        ignore_row_order=True,
+        ignore_nullable=True,
+    )

@@ -75,6 +75,17 @@ public final class DecodeShareState {
    *     so both tiers hand Spark the same types); its column names must be {@link #COLUMNS}
    */
   public static Dataset<Row> decode(Dataset<Row> rows, String layoutsCsv, String schemaJson) {
+    return tiers(rows, layoutsCsv, schemaJson)[0];
+  }
+
+  /**
+   * {@link #decode} and {@link #flagged} of the same rows, both over one RDD of the input: with
+   * adaptive execution, turning a plan into an RDD runs its shuffles (an export's
+   * deduplication) there and then, so two separate calls would run them twice.
+   *
+   * @return {decoded, flagged}
+   */
+  public static Dataset<Row>[] tiers(Dataset<Row> rows, String layoutsCsv, String schemaJson) {
     StructType schema = (StructType) DataType.fromJson(schemaJson);
     String[] names = schema.fieldNames();
     if (!java.util.Arrays.equals(names, COLUMNS)) {
@@ -90,8 +101,14 @@ public final class DecodeShareState {
         (org.apache.spark.sql.classic.Dataset<Row>) input;
     SparkSession session = classic.sparkSession();
     JavaRDD<InternalRow> in = classic.queryExecution().toRdd().toJavaRDD();
-    JavaRDD<InternalRow> out = in.mapPartitions(new Body(layouts));
-    return session.internalCreateDataFrame(out.rdd(), schema, false);
+    JavaRDD<InternalRow> decoded = in.mapPartitions(new Body(layouts));
+    JavaRDD<InternalRow> flagged = in.mapPartitions(new Flagged(layouts));
+    @SuppressWarnings("unchecked")
+    Dataset<Row>[] both = new Dataset[] {
+      session.internalCreateDataFrame(decoded.rdd(), schema, false),
+      session.internalCreateDataFrame(flagged.rdd(), input.schema(), false),
+    };
+    return both;
   }
 
   /**

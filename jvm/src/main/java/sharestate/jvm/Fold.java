@@ -1,20 +1,23 @@
 package sharestate.jvm;
 
 import java.util.Iterator;
-import java.util.List;
 import java.util.NoSuchElementException;
 import java.util.Objects;
-import org.apache.spark.api.java.function.MapPartitionsFunction;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.Metadata;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * The replay's fold (sharestate/fold.py fold_batches) on the JVM: rows sorted by
@@ -30,7 +33,7 @@ public final class Fold {
     "group_id", "topic_id", "partition", "segment", "source_partition", "source_offset",
     "source_timestamp", "record_type", "start_offset", "state_epoch", "leader_epoch",
     "snapshot_epoch", "create_timestamp", "write_timestamp", "delivery_complete_count",
-    "state_batches", "seed_last_snapshot_offset",
+    "state_batches", "seed_last_snapshot_offset", "seed_since",
   };
 
   static final StructType BATCH = new StructType(new StructField[] {
@@ -43,6 +46,13 @@ public final class Fold {
   private static StructField field(String name, DataType type) {
     return new StructField(name, type, true, Metadata.empty());
   }
+
+  /** sharestate.fold.MOVED_AT_TYPE: where the effective start offset last moved. */
+  static final StructType MOVED_AT = new StructType(new StructField[] {
+    field("source_timestamp", DataTypes.TimestampType),
+    field("source_partition", DataTypes.IntegerType),
+    field("source_offset", DataTypes.LongType),
+  });
 
   /** from_arrow_schema(pa.schema(HISTORY_FIELDS)). */
   public static final StructType HISTORY = new StructType(new StructField[] {
@@ -72,23 +82,38 @@ public final class Fold {
     field("replay_error", DataTypes.StringType),
     field("last_snapshot_offset", DataTypes.LongType),
     field("last_of_share_partition", DataTypes.BooleanType),
+    field("effective_start_offset_since", MOVED_AT),
+    field("latest_source_timestamp", DataTypes.TimestampType),
   });
 
   static final int OUT_BATCHES = 22;
   static final int OUT_LAST = 25;
+  static final int OUT_SINCE = 26;
+  static final int OUT_LATEST = 27;
+  static final int OUT_WIDTH = 28;
 
-  /** sharestate.fold.fold_batches over each partition, as Kafka major.minor replays. */
+  /**
+   * sharestate.fold.fold_batches over each partition, as Kafka major.minor replays.
+   *
+   * <p>Rows go in and out as Spark's internal rows: a Row encoder's generated (de)serializer
+   * for these 28 columns, with nested arrays and structs, outgrew what the JIT compiles and
+   * ran interpreted, which cost more than the fold itself. With adaptive execution, turning
+   * the input plan into an RDD runs its shuffle here and then (as the JVM decode does).
+   */
   public static Dataset<Row> fold(Dataset<Row> input, int kafkaMajor, int kafkaMinor) {
     StructType schema = input.schema();
     int[] columns = new int[INPUT.length];
     for (int i = 0; i < INPUT.length; i++) {
       columns[i] = schema.fieldIndex(INPUT[i]);
     }
-    return input.mapPartitions(
-        new FoldFunction(kafkaMajor, kafkaMinor, columns), Encoders.row(HISTORY));
+    org.apache.spark.sql.classic.Dataset<Row> classic =
+        (org.apache.spark.sql.classic.Dataset<Row>) input;
+    JavaRDD<InternalRow> in = classic.queryExecution().toRdd().toJavaRDD();
+    JavaRDD<InternalRow> out = in.mapPartitions(new FoldFunction(kafkaMajor, kafkaMinor, columns));
+    return classic.sparkSession().internalCreateDataFrame(out.rdd(), HISTORY, false);
   }
 
-  static final class FoldFunction implements MapPartitionsFunction<Row, Row> {
+  static final class FoldFunction implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
     private static final long serialVersionUID = 1L;
     private final int major;
     private final int minor;
@@ -97,20 +122,28 @@ public final class Fold {
     FoldFunction(int major, int minor, int[] columns) {
       this.major = major;
       this.minor = minor;
-      this.columns = columns;
+      this.columns = columns.clone();
     }
 
     @Override
-    public Iterator<Row> call(Iterator<Row> rows) {
+    public Iterator<InternalRow> call(Iterator<InternalRow> rows) {
       return new FoldIterator(rows, major, minor, columns);
     }
   }
 
-  static final class FoldIterator implements Iterator<Row> {
-    private static final Object[] NO_BATCHES = new Object[0];
-    private final Iterator<Row> in;
+  static final UTF8String SNAPSHOT = UTF8String.fromString("snapshot");
+  static final UTF8String UPDATE = UTF8String.fromString("update");
+  static final UTF8String TOMBSTONE = UTF8String.fromString("tombstone");
+  static final UTF8String SEED = UTF8String.fromString(FoldSegment.SEED);
+  static final UTF8String SEED_DELETED = UTF8String.fromString(FoldSegment.SEED_DELETED);
+  private static final UTF8String[] KINDS = {UPDATE, SNAPSHOT, TOMBSTONE, SEED, SEED_DELETED};
+
+  static final class FoldIterator implements Iterator<InternalRow> {
+    private static final ArrayData NO_BATCHES = new GenericArrayData(new Object[0]);
+    private final Iterator<InternalRow> in;
     private final FoldSegment segment;
     private final FoldBatches incoming = new FoldBatches();
+    private final Moves moves = new Moves();
     private final int cGroup;
     private final int cTopic;
     private final int cPartition;
@@ -128,16 +161,18 @@ public final class Fold {
     private final int cDcc;
     private final int cBatches;
     private final int cSeedSnapshot;
+    private final int cSeedSince;
     private boolean primed;
     private Object[] pending;
     private boolean first = true;
-    private String group;
-    private String topic;
-    private Object partition;
-    private Object segmentNumber;
+    // The current share-partition and segment (strings copied: input rows are reused).
+    private UTF8String group;
+    private UTF8String topic;
+    private Integer partition;
+    private Long segmentNumber;
     private Long lastSnapshot;
 
-    FoldIterator(Iterator<Row> in, int major, int minor, int[] c) {
+    FoldIterator(Iterator<InternalRow> in, int major, int minor, int[] c) {
       this.in = in;
       this.segment = new FoldSegment(major, minor, new FoldCombiner());
       cGroup = c[0];
@@ -157,6 +192,7 @@ public final class Fold {
       cDcc = c[14];
       cBatches = c[15];
       cSeedSnapshot = c[16];
+      cSeedSince = c[17];
     }
 
     @Override
@@ -171,7 +207,7 @@ public final class Fold {
     }
 
     @Override
-    public Row next() {
+    public InternalRow next() {
       if (!hasNext()) {
         throw new NoSuchElementException();
       }
@@ -180,51 +216,69 @@ public final class Fold {
         pending = process(in.next(), out);
       } else {
         out[OUT_BATCHES] = batchesValue();
-        out[OUT_LAST] = Boolean.TRUE;
+        endShare(out);
         pending = null;
       }
-      return RowFactory.create(out);
+      return new GenericInternalRow(out);
     }
 
-    private Object[] batchesValue() {
+    private ArrayData batchesValue() {
       if (!segment.hasState) {
         return NO_BATCHES;
       }
       FoldBatches b = segment.batches;
       Object[] list = new Object[b.size];
       for (int i = 0; i < b.size; i++) {
-        list[i] = RowFactory.create(b.first[i], b.last[i], b.state[i], b.count[i]);
+        list[i] = new GenericInternalRow(new Object[] {b.first[i], b.last[i], b.state[i], b.count[i]});
       }
-      return list;
+      return new GenericArrayData(list);
     }
 
-    private static Long boxedLong(Row row, int i) {
+    private static Long boxedLong(InternalRow row, int i) {
       return row.isNullAt(i) ? null : Long.valueOf(row.getLong(i));
     }
 
-    private static Integer boxedInt(Row row, int i) {
+    private static Integer boxedInt(InternalRow row, int i) {
       return row.isNullAt(i) ? null : Integer.valueOf(row.getInt(i));
     }
 
-    private void readBatches(Row row) {
+    private static UTF8String copied(InternalRow row, int i) {
+      return row.isNullAt(i) ? null : row.getUTF8String(i).clone();
+    }
+
+    /** The record type as one of the constants (no copy), or a copy of an unknown one. */
+    private static UTF8String kindOf(InternalRow row, int i) {
+      if (row.isNullAt(i)) {
+        return null;
+      }
+      UTF8String kind = row.getUTF8String(i);
+      for (UTF8String known : KINDS) {
+        if (known.equals(kind)) {
+          return known;
+        }
+      }
+      return kind.clone();
+    }
+
+    private void readBatches(InternalRow row) {
       incoming.clear();
       if (row.isNullAt(cBatches)) {
         return;
       }
-      List<Row> list = row.getList(cBatches);
-      for (int i = 0, n = list.size(); i < n; i++) {
-        Row b = list.get(i);
+      ArrayData list = row.getArray(cBatches);
+      for (int i = 0, n = list.numElements(); i < n; i++) {
+        InternalRow b = list.getStruct(i, 4);
         incoming.add(b.getLong(0), b.getLong(1), b.getInt(2), b.getInt(3));
       }
     }
 
     /** Applies one row; {@code previous} is the row before it, finished here. */
-    private Object[] process(Row row, Object[] previous) {
-      String g = row.getString(cGroup);
-      String t = row.getString(cTopic);
-      Object p = row.get(cPartition);
-      Object s = row.get(cSegment);
-      boolean samePartition = !first && Objects.equals(g, group) && Objects.equals(t, topic)
+    private Object[] process(InternalRow row, Object[] previous) {
+      Integer p = boxedInt(row, cPartition);
+      Long s = boxedLong(row, cSegment);
+      boolean samePartition = !first
+          && Objects.equals(row.isNullAt(cGroup) ? null : row.getUTF8String(cGroup), group)
+          && Objects.equals(row.isNullAt(cTopic) ? null : row.getUTF8String(cTopic), topic)
           && Objects.equals(p, partition);
       if (!samePartition || !Objects.equals(s, segmentNumber)) {
         if (previous != null) {
@@ -232,10 +286,11 @@ public final class Fold {
         }
         if (!samePartition) {
           if (previous != null) {
-            previous[OUT_LAST] = Boolean.TRUE;
+            endShare(previous);
           }
-          group = g;
-          topic = t;
+          moves.reset();
+          group = copied(row, cGroup);
+          topic = copied(row, cTopic);
           partition = p;
           lastSnapshot = null;
         }
@@ -243,26 +298,27 @@ public final class Fold {
         segment.reset();
         first = false;
       }
-      String kind = row.getString(cType);
+      UTF8String kind = kindOf(row, cType);
       String error = null;
       try {
         apply(kind, row);
       } catch (FoldMergeException e) {
         error = e.getMessage();
       }
-      if ("snapshot".equals(kind)) {
-        lastSnapshot = boxedLong(row, cSourceOffset);
-      } else if (FoldSegment.SEED.equals(kind) || FoldSegment.SEED_DELETED.equals(kind)) {
+      Long sourceOffset = boxedLong(row, cSourceOffset);
+      if (SNAPSHOT.equals(kind)) {
+        lastSnapshot = sourceOffset;
+      } else if (SEED.equals(kind) || SEED_DELETED.equals(kind)) {
         lastSnapshot = boxedLong(row, cSeedSnapshot);
       }
-      Object[] out = new Object[26];
-      out[0] = g;
-      out[1] = t;
-      out[2] = p;
+      Object[] out = new Object[OUT_WIDTH];
+      out[0] = group;
+      out[1] = topic;
+      out[2] = partition;
       out[3] = s;
-      out[4] = row.get(cSourcePartition);
-      out[5] = row.get(cSourceOffset);
-      out[6] = row.get(cTimestamp);
+      out[4] = boxedInt(row, cSourcePartition);
+      out[5] = sourceOffset;
+      out[6] = boxedLong(row, cTimestamp); // microseconds, Spark's internal timestamp
       out[7] = kind;
       if (segment.hasState) {
         FoldSegment st = segment;
@@ -283,27 +339,42 @@ public final class Fold {
       } else {
         out[8] = Boolean.TRUE;
       }
-      out[23] = error;
+      out[23] = error == null ? null : UTF8String.fromString(error);
       out[24] = lastSnapshot;
       out[25] = Boolean.FALSE;
+      Object effectiveStart = out[10];
+      InternalRow moved = null;
+      if (SEED.equals(kind) || SEED_DELETED.equals(kind)) {
+        moved = row.isNullAt(cSeedSince) ? null : row.getStruct(cSeedSince, 3).copy();
+      } else if (moves.changed(effectiveStart)) {
+        moved = new GenericInternalRow(new Object[] {out[6], out[4], out[5]});
+      }
+      moves.add(moved, effectiveStart, (Long) out[6]);
       return out;
     }
 
-    private void apply(String kind, Row row) throws FoldMergeException {
-      if (FoldSegment.SEED.equals(kind)) {
+    /** Marks {@code last} as its share-partition's last row, with its SINCE and latest time. */
+    private void endShare(Object[] last) {
+      last[OUT_LAST] = Boolean.TRUE;
+      last[OUT_SINCE] = moves.since;
+      last[OUT_LATEST] = moves.latest;
+    }
+
+    private void apply(UTF8String kind, InternalRow row) throws FoldMergeException {
+      if (SEED.equals(kind)) {
         readBatches(row);
         segment.seed(row.getLong(cStart), row.getInt(cStateEpoch), row.getInt(cLeader),
             row.getInt(cSnapshotEpoch), boxedLong(row, cCreated), boxedLong(row, cWritten),
             boxedInt(row, cDcc), incoming);
         return;
       }
-      if ("tombstone".equals(kind) || FoldSegment.SEED_DELETED.equals(kind)) {
+      if (TOMBSTONE.equals(kind) || SEED_DELETED.equals(kind)) {
         segment.delete();
         return;
       }
       readBatches(row);
-      if ("snapshot".equals(kind) || !segment.hasState) {
-        boolean snapshot = "snapshot".equals(kind);
+      boolean snapshot = SNAPSHOT.equals(kind);
+      if (snapshot || !segment.hasState) {
         segment.start(snapshot, row.getLong(cStart),
             snapshot ? row.getInt(cStateEpoch) : 0, row.getInt(cLeader),
             row.getInt(cSnapshotEpoch), snapshot ? boxedLong(row, cCreated) : null,
@@ -311,6 +382,62 @@ public final class Fold {
         return;
       }
       segment.update(row.getLong(cStart), row.getInt(cLeader), boxedInt(row, cDcc), incoming);
+    }
+  }
+
+  /**
+   * sharestate.fold._Moves: SINCE (the latest log position after which the effective start
+   * offset differed from the row before; the first row counts when it has one) and the
+   * latest source timestamp of one share-partition, as
+   * sharestate.audits.start_offset_moves computes them with a window.
+   */
+  static final class Moves {
+    private static final Object NO_ROW = new Object();
+    private Object previous = NO_ROW;
+    InternalRow since;
+    Long latest;
+
+    void reset() {
+      previous = NO_ROW;
+      since = null;
+      latest = null;
+    }
+
+    boolean changed(Object effectiveStart) {
+      if (previous == NO_ROW) {
+        return effectiveStart != null;
+      }
+      return !Objects.equals(effectiveStart, previous);
+    }
+
+    void add(InternalRow moved, Object effectiveStart, Long at) {
+      if (moved != null && (since == null || compareMoved(moved, since) > 0)) {
+        since = moved;
+      }
+      if (at != null && (latest == null || at > latest)) {
+        latest = at;
+      }
+      previous = effectiveStart;
+    }
+
+    /** Spark's struct ordering of (timestamp, partition, offset): a null field first. */
+    static int compareMoved(InternalRow a, InternalRow b) {
+      int c = compare(a.isNullAt(0) ? null : a.getLong(0), b.isNullAt(0) ? null : b.getLong(0));
+      if (c == 0) {
+        c = compare(a.isNullAt(1) ? null : (long) a.getInt(1),
+            b.isNullAt(1) ? null : (long) b.getInt(1));
+      }
+      if (c == 0) {
+        c = compare(a.isNullAt(2) ? null : a.getLong(2), b.isNullAt(2) ? null : b.getLong(2));
+      }
+      return c;
+    }
+
+    static int compare(Long a, Long b) {
+      if (a == null || b == null) {
+        return a == null ? (b == null ? 0 : -1) : 1;
+      }
+      return Long.compare(a, b);
     }
   }
 }
