@@ -333,22 +333,29 @@ def fast_sql(spark: SparkSession) -> Iterator[None]:
         spark.conf.set(name, value)
 
 
-@pytest.fixture(scope="module")
-def hand(spark: SparkSession, fast_sql: None) -> HandBuilt:
-    records = spark.createDataFrame(
+def _hand_records(spark: SparkSession) -> DataFrame:
+    return spark.createDataFrame(
         [
             (sp, so, _ts(so), kind, *key, start, None, batches)
             for sp, so, kind, key, start, batches in RECORDS
         ],
         RECORD_SCHEMA,
     )
-    state = spark.createDataFrame(
+
+
+def _hand_state(spark: SparkSession) -> DataFrame:
+    return spark.createDataFrame(
         [
             (*key, deleted, start, eso, dcc, batches, available, None if deleted else 0, *last)
             for key, (deleted, start, eso, dcc, batches, available, last) in STATE.items()
         ],
         STATE_SCHEMA,
     )
+
+
+@pytest.fixture(scope="module")
+def hand(spark: SparkSession, fast_sql: None) -> HandBuilt:
+    records, state = _hand_records(spark), _hand_state(spark)
     history = spark.createDataFrame(
         [
             (*key, seg, sp, so, _ts(so), kind, eso is None, eso, error)
@@ -1127,20 +1134,7 @@ def test_archived_ranges_go_on_from_stored_ranges(spark: SparkSession, fast_sql:
     """An incremental run merges new intervals into the stored ranges (only those that
     overlap or touch the new intervals' span are merged again): at every cut of the hand-built
     records, stored + newer records gives the ranges of all records."""
-    records = spark.createDataFrame(
-        [
-            (sp, so, _ts(so), kind, *key, start, None, batches)
-            for sp, so, kind, key, start, batches in RECORDS
-        ],
-        RECORD_SCHEMA,
-    )
-    state = spark.createDataFrame(
-        [
-            (*key, deleted, start, eso, dcc, batches, available, None if deleted else 0, *last)
-            for key, (deleted, start, eso, dcc, batches, available, last) in STATE.items()
-        ],
-        STATE_SCHEMA,
-    )
+    records, state = _hand_records(spark), _hand_state(spark)
     whole = sorted(audits.archived_ranges(records, state, 5).collect())
     assert len(whole) >= 4
     cuts = sorted({so for _, so, *_ in RECORDS})
