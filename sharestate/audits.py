@@ -33,8 +33,9 @@ from typing import Final
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_type
 
-from sharestate.fold import LATEST_TIMESTAMP, SINCE
+from sharestate.fold import LATEST_TIMESTAMP, MOVED_AT_TYPE, SINCE
 from sharestate.partitioning import DEFAULT_STATE_TOPIC_PARTITIONS
 
 KEY: Final = ("group_id", "topic_id", "partition")
@@ -1409,7 +1410,7 @@ def start_offset_moves(history: DataFrame, prior_state: DataFrame | None = None)
         "source_timestamp",
         "effective_start_offset",
         F.lit(False).alias("_seed"),
-        F.lit(None).cast(moved_at_type()).alias("_stored_since"),
+        F.lit(None).cast(from_arrow_type(MOVED_AT_TYPE)).alias("_stored_since"),
     )
     if prior_state is not None:
         seeds = prior_state.join(history.select(*KEY).distinct(), list(KEY), "left_semi").select(
@@ -1434,16 +1435,6 @@ def start_offset_moves(history: DataFrame, prior_state: DataFrame | None = None)
             F.max("_moved").alias(SINCE),
             F.max("source_timestamp").alias(LATEST_TIMESTAMP),
         )
-    )
-
-
-def moved_at_type() -> T.StructType:
-    return T.StructType(
-        [
-            T.StructField("source_timestamp", T.TimestampType()),
-            T.StructField("source_partition", T.IntegerType()),
-            T.StructField("source_offset", T.LongType()),
-        ]
     )
 
 

@@ -35,7 +35,7 @@ from typing import Final
 import pyarrow as pa
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 
 from sharestate import jvm
 from sharestate.combiner import LATEST
@@ -59,7 +59,7 @@ _BATCHES_DDL: Final = (
     "array<struct<first_offset:bigint,last_offset:bigint,delivery_state:int,delivery_count:int>>"
 )
 _FOLD_INPUT: Final = (*(f.name for f in PASSTHROUGH_FIELDS), *STATE_INPUT)
-_MOVED_AT: Final = from_arrow_schema(pa.schema(list(MOVED_AT_TYPE)))
+_MOVED_AT: Final = from_arrow_type(MOVED_AT_TYPE)
 
 
 @dataclass(frozen=True)

@@ -65,24 +65,22 @@ public final class DecodeShareState {
   };
 
   /**
-   * Decode exported rows.
+   * Decode exported rows, as two tiers over one RDD of the input (with adaptive execution,
+   * turning a plan into an RDD runs its shuffles, an export's deduplication, there and then;
+   * two separate RDDs would run them twice).
+   *
+   * <p>The first holds every row, decoded or flagged {@code needs_reference}. The second holds
+   * the flagged rows as they came in (key, value, partition, offset, timestamp), for the Python
+   * reference to decode: found again without building decoded columns, which is cheaper than
+   * filtering the first.
    *
    * @param rows a DataFrame with columns key, value (binary), partition (int), offset (long),
    *     timestamp (timestamp); other columns are ignored
    * @param layoutsCsv the layouts to try in order, as `share_state_layouts` returns them, e.g.
    *     "4.2,4.0" for auto-detection or "4.1"
-   * @param schemaJson the output schema as Spark JSON (Python derives it from the Arrow schema,
-   *     so both tiers hand Spark the same types); its column names must be {@link #COLUMNS}
-   */
-  public static Dataset<Row> decode(Dataset<Row> rows, String layoutsCsv, String schemaJson) {
-    return tiers(rows, layoutsCsv, schemaJson)[0];
-  }
-
-  /**
-   * {@link #decode} and {@link #flagged} of the same rows, both over one RDD of the input: with
-   * adaptive execution, turning a plan into an RDD runs its shuffles (an export's
-   * deduplication) there and then, so two separate calls would run them twice.
-   *
+   * @param schemaJson the first tier's schema as Spark JSON (Python derives it from the Arrow
+   *     schema, so both decoders hand Spark the same types); its column names must be
+   *     {@link #COLUMNS}
    * @return {decoded, flagged}
    */
   public static Dataset<Row>[] tiers(Dataset<Row> rows, String layoutsCsv, String schemaJson) {
@@ -111,22 +109,6 @@ public final class DecodeShareState {
     return both;
   }
 
-  /**
-   * The rows of `rows` that {@link #decode} flags {@code needs_reference}, as they came in
-   * (columns key, value, partition, offset, timestamp): what the Python reference decodes.
-   * Builds no decoded columns, so the Python side can take the flagged rows in a second
-   * pass over the input more cheaply than by filtering the output of {@link #decode}.
-   */
-  public static Dataset<Row> flagged(Dataset<Row> rows, String layoutsCsv) {
-    String[] layouts = DecodeParser.checkLayouts(layoutsCsv);
-    Dataset<Row> input = checkedInput(rows);
-    org.apache.spark.sql.classic.Dataset<Row> classic =
-        (org.apache.spark.sql.classic.Dataset<Row>) input;
-    JavaRDD<InternalRow> in = classic.queryExecution().toRdd().toJavaRDD();
-    JavaRDD<InternalRow> out = in.mapPartitions(new Flagged(layouts));
-    return classic.sparkSession().internalCreateDataFrame(out.rdd(), input.schema(), false);
-  }
-
   private static Dataset<Row> checkedInput(Dataset<Row> rows) {
     Dataset<Row> input = rows.select(INPUT[0], INPUT[1], INPUT[2], INPUT[3], INPUT[4]);
     StructType inputSchema = input.schema();
@@ -145,7 +127,7 @@ public final class DecodeShareState {
     return input;
   }
 
-  /** mapPartitions body of {@link #flagged}: input rows the parser is not sure of. */
+  /** mapPartitions body of the flagged tier: input rows the parser is not sure of. */
   static final class Flagged implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
     private static final long serialVersionUID = 1L;
     private final String[] layouts;
