@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 from pyspark import StorageLevel  # noqa: E402
 
 from sharestate.config import JobConfig  # noqa: E402
-from sharestate.io import deduplicate, read_export  # noqa: E402
+from sharestate.io import count_rows, deduplicate, read_export  # noqa: E402
 from sharestate.replay import replay  # noqa: E402
 from sharestate.schemas import SHARE_STATE_TOPIC  # noqa: E402
 from sharestate.simulate import SimulationSpec, simulate, write_export  # noqa: E402
@@ -121,12 +121,14 @@ def _measure(spark: Any, export: Path) -> dict[str, float]:
     config = JobConfig(share_state=str(export))
 
     def decoded() -> Any:
-        # The decode as compute() runs it, without the rest of compute() (which also
-        # prepares the audits: it caches the decoded rows for the six tables that read them).
+        # The decode as compute() runs it (duplicates counted, and dropped if any), without
+        # the rest of compute() (which also prepares the audits: it caches the decoded rows
+        # for the six tables that read them).
         export_rows = read_export(
             spark, str(export), what="--share-state", topic=SHARE_STATE_TOPIC
         ).rows
-        return decode_share_state(deduplicate(export_rows), config.kafka_version).records
+        unique = deduplicate(export_rows, count_rows(export_rows))
+        return decode_share_state(unique, config.kafka_version).records
 
     def decode_only() -> None:
         decoded().write.format("noop").mode("overwrite").save()

@@ -112,7 +112,15 @@ STATE_INPUT: Final = (
     # source_timestamp is the stored LATEST_TIMESTAMP).
     "seed_last_snapshot_offset",
     "seed_since",
+    # Seed rows only: the stored segment number, which the fold goes on from.
+    "seed_segment",
 )
+#: The fold's input columns, in order: the segment is not among them, the fold numbers them.
+FOLD_INPUT: Final = (
+    *(f.name for f in PASSTHROUGH_FIELDS if f.name != "segment"),
+    *STATE_INPUT,
+)
+_STARTS_SEGMENT: Final = frozenset({"snapshot", "tombstone"})
 _SCALAR_INPUT: Final = STATE_INPUT[:7]
 _NO_ROW: Final = object()
 _LONG_MAX: Final = 2**63 - 1
@@ -392,13 +400,15 @@ _Held = tuple[list[pa.Array], list[bool], list[dict[str, Any] | None], list[Any]
 def fold_batches(
     batches: Iterator[pa.RecordBatch], kafka: tuple[int, int] = LATEST
 ) -> Iterator[pa.RecordBatch]:
-    """Rows sorted by (share-partition, segment, log order) in, one history row per input row
-    out (HISTORY_FIELDS): each segment is folded from no state. Each output batch is held
-    back until the next input batch shows whether its last row ends a share-partition."""
+    """Rows (FOLD_INPUT) sorted by (share-partition, log order) in, one history row per input
+    row out (HISTORY_FIELDS). The fold numbers each share-partition's segments as it goes (a
+    snapshot or tombstone starts one; a seed row adds its stored number) and folds each from
+    no state. Each output batch is held back until the next input batch shows whether its
+    last row ends a share-partition."""
     schema = pa.schema(HISTORY_FIELDS)
     segment = _Segment(kafka)
     moves = _Moves()
-    current_key: tuple[Any, ...] | None = None
+    number = 0
     share_partition: tuple[Any, ...] | None = None
     last_snapshot: int | None = None
     held: _Held | None = None
@@ -406,9 +416,8 @@ def fold_batches(
         size = batch.num_rows
         if size == 0:
             continue
-        keys = list(
-            zip(*(batch.column(name).to_pylist() for name in (*KEY, "segment")), strict=True)
-        )
+        keys = list(zip(*(batch.column(name).to_pylist() for name in KEY), strict=True))
+        seed_segments = batch.column("seed_segment").to_pylist()
         kinds = batch.column("record_type").to_pylist()
         source_partitions = batch.column("source_partition").to_pylist()
         source_offsets = batch.column("source_offset").to_pylist()
@@ -430,42 +439,54 @@ def fold_batches(
             zip(*(column.to_pylist() for column in values.flatten()), strict=True)
         )
         if held is not None:
-            yield _history_batch(held, keys[0][:3] != share_partition, schema)
+            yield _history_batch(held, keys[0] != share_partition, schema)
         rows: list[tuple[Any, ...]] = []
         batch_lists: list[list[Batch] | None] = [None] * size
         ends = [False] * size
         snapshots: list[int | None] = [None] * size
         since: list[dict[str, Any] | None] = [None] * size
         latest: list[Any] = [None] * size
+        numbers: list[int] = [0] * size
         for i in range(size):
             key = keys[i]
-            if key != current_key:
+            kind = kinds[i]
+            # The segment number is the running sum a window over the log order would give.
+            if kind in _STARTS_SEGMENT:
+                step = 1
+            elif kind in (SEED, SEED_DELETED):
+                step = seed_segments[i] or 0
+            else:
+                step = 0
+            new_share_partition = key != share_partition
+            if new_share_partition or step:
                 if i:
                     batch_lists[i - 1] = segment.batches if segment.has_state else []
-                if key[:3] != share_partition:
+                if new_share_partition:
                     if i:
                         ends[i - 1] = True
                         since[i - 1], latest[i - 1] = moves.since, moves.latest
-                    share_partition = key[:3]
+                    share_partition = key
                     last_snapshot = None
                     moves = _Moves()
+                    number = 0
+                number += step
                 segment = _Segment(kafka)
-                current_key = key
+            numbers[i] = number
             new = state_batches[bounds[i] : bounds[i + 1]]
             error = None
             try:
-                segment.apply(kinds[i], scalars[i], new)
+                segment.apply(kind, scalars[i], new)
             except ValueError as err:  # impossible batches: Kafka's own load fails here too
                 error = str(err)
-            if kinds[i] == "snapshot":
+            if kind == "snapshot":
                 last_snapshot = source_offsets[i]
-            elif kinds[i] in (SEED, SEED_DELETED):
+            elif kind in (SEED, SEED_DELETED):
                 last_snapshot = seed_snapshots[i]
             snapshots[i] = last_snapshot
             row = segment.row(error)
             rows.append(row)
             effective_start = row[2]
-            if kinds[i] in (SEED, SEED_DELETED):
+            if kind in (SEED, SEED_DELETED):
                 moved = seed_since[i]
             elif moves.changed(effective_start):
                 moved = {
@@ -481,7 +502,10 @@ def fold_batches(
         since[-1], latest[-1] = moves.since, moves.latest
         columns = list(zip(*rows, strict=True))
         arrays: list[pa.Array] = [
-            batch.column(field.name).cast(field.type) for field in PASSTHROUGH_FIELDS
+            pa.array(numbers, field.type)
+            if field.name == "segment"
+            else batch.column(field.name).cast(field.type)
+            for field in PASSTHROUGH_FIELDS
         ]
         arrays += [
             pa.array(values, field.type)

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from sharestate.errors import InvalidConfigError, SparkSetupError
 
 #: The `Probe.version()` this Python code speaks to.
-CONTRACT_VERSION: Final = 2
+CONTRACT_VERSION: Final = 3
 _PACKAGE: Final = "sharestate.jvm"
 #: Which implementation runs a step: "python" (the reference), "jvm" (the jar's, the same
 #: columns faster) or "auto" (the JVM one when the session has the jar).

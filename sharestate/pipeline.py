@@ -32,7 +32,7 @@ from sharestate.incremental import (
     new_rows_predicate,
     processed,
 )
-from sharestate.io import Export, deduplicate, read_end_offsets, read_export
+from sharestate.io import Export, count_rows, deduplicate, read_end_offsets, read_export
 from sharestate.records import parse_kafka_version
 from sharestate.replay import as_of, replay
 from sharestate.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
@@ -117,6 +117,12 @@ def _only_new(
     return replace(export, rows=new_rows, already_processed=export.rows.filter(done))
 
 
+def _counted(export: Export) -> Export:
+    # Counted once, for the summary and so that an export without duplicates (the usual
+    # case) is not shuffled to drop them.
+    return replace(export, counts=count_rows(export.rows))
+
+
 def _with_stored(
     new: DataFrame, previous: PreviousOutput | None, table: str, source: str | None
 ) -> DataFrame:
@@ -169,14 +175,16 @@ def compute(
         input_format=config.input_format,
     )
     cached: list[DataFrame] = []
-    share_state = _only_new(share_state, "share_state", previous, cached)
+    share_state = _counted(_only_new(share_state, "share_state", previous, cached))
     inputs = {"share_state": share_state}
     end_offsets = (
         read_end_offsets(spark, config.end_offsets, config.input_format)
         if config.end_offsets
         else None
     )
-    state = spark_decode.decode_share_state(deduplicate(share_state.rows), config.kafka_version)
+    state = spark_decode.decode_share_state(
+        deduplicate(share_state.rows, share_state.counts), config.kafka_version
+    )
     _decoded_and_cached(state, cached, only_new_rows=previous is not None)
     quarantine = state.quarantine
     offset, moment = config.as_of_offset, config.as_of_timestamp
@@ -192,10 +200,10 @@ def compute(
             topic=CONSUMER_OFFSETS_TOPIC,
             input_format=config.input_format,
         )
-        offsets = _only_new(offsets, "consumer_offsets", previous, cached)
+        offsets = _counted(_only_new(offsets, "consumer_offsets", previous, cached))
         inputs["consumer_offsets"] = offsets
         groups = spark_decode.decode_consumer_offsets(
-            deduplicate(offsets.rows), config.kafka_version
+            deduplicate(offsets.rows, offsets.counts), config.kafka_version
         )
         _decoded_and_cached(groups, cached, only_new_rows=previous is not None)
         group_records = groups.records
@@ -290,8 +298,8 @@ def summarize(results: Results) -> dict[str, Any]:
         "consumer_offsets": results.share_group_records,
     }
     for source, export in results.inputs.items():
-        read = export.rows.count()
-        unique = deduplicate(export.rows).count()
+        counts = export.counts or count_rows(export.rows)
+        read, duplicates = counts.read, counts.duplicates
         decoded_df = decoded_tables[source]
         if source == "share_state":
             decoded = sum(count for _, _, count in record_pairs)
@@ -302,10 +310,10 @@ def summarize(results: Results) -> dict[str, Any]:
             "path": export.path,
             "format": export.format,
             "rows_read": read,
-            "duplicates_dropped": read - unique,
+            "duplicates_dropped": duplicates,
             "decoded": decoded,
             "quarantined": quarantined,
-            "reconciled": read == (read - unique) + decoded + quarantined,
+            "reconciled": read == duplicates + decoded + quarantined,
         }
         if export.already_processed is not None:  # --mode incremental
             summary["inputs"][source]["already_processed"] = export.already_processed.count()

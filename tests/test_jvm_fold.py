@@ -50,9 +50,7 @@ def _jvm_fold(spark: SparkSession, rows: list[dict[str, Any]], kafka: tuple[int,
     """The rows through Spark the way replay() feeds the fold, then `Fold.fold`."""
     table = pa.Table.from_pylist(rows, schema=INPUT_SCHEMA)
     ordered = (
-        spark.createDataFrame(table)
-        .repartition(4, *KEY)
-        .sortWithinPartitions(*KEY, "segment", *LOG_ORDER)
+        spark.createDataFrame(table).repartition(4, *KEY).sortWithinPartitions(*KEY, *LOG_ORDER)
     )
     folded = jvm.call(spark, "Fold", "fold", ordered, kafka[0], kafka[1])
     assert folded.schema == from_arrow_schema(pa.schema(HISTORY_FIELDS))

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from sharestate import encode
 from sharestate.config import JobConfig
 from sharestate.errors import InputError, InputSchemaError
+from sharestate.io import ROW_IDENTITY, count_rows, deduplicate
 from sharestate.pipeline import compute, summarize
 from sharestate.sample import KAFKA_EXPORT_SCHEMA, SampleSpec, write_sample
 
@@ -147,6 +148,31 @@ def test_delta_input_is_detected(spark: SparkSession, sample: Path, tmp_path: Pa
     assert results.share_state_records.count() == parquet.share_state_records.count()
     results.unpersist()
     parquet.unpersist()
+
+
+def test_count_rows_counts_duplicates_as_drop_duplicates_drops_them(spark: SparkSession) -> None:
+    # Offsets across bitmap ranges (32,768 each), zero, negatives, Long extremes, nulls, and
+    # the same offset in another partition or topic (not a duplicate).
+    offsets = [0, 1, 2, 32_767, 32_768, 32_769, 65_536, -1, -32_768, -32_769, 2**63 - 1]
+    offsets += [-(2**63), None]
+    rows = [("t", 0, o) for o in offsets] + [("t", 1, o) for o in offsets[:4]]
+    rows += [("u", 0, 1), (None, 0, 1), (None, None, None)]
+    repeated = [rows[1], rows[4], rows[4], rows[7], rows[10], rows[11], rows[12], rows[12]]
+    repeated += [rows[-1], rows[-2]]
+    df = spark.createDataFrame(rows + repeated, "topic string, partition int, offset long")
+    counts = count_rows(df)
+    assert counts.read == len(rows) + len(repeated)
+    assert counts.duplicates == counts.read - df.dropDuplicates(list(ROW_IDENTITY)).count()
+    assert counts.duplicates == len(repeated)
+    unique = df.dropDuplicates(list(ROW_IDENTITY))
+    clean = count_rows(unique)
+    assert (clean.read, clean.duplicates) == (len(rows), 0)
+    # Known to be clean: the rows themselves, no shuffle; else duplicates are dropped.
+    assert deduplicate(unique, clean) is unique
+    assert deduplicate(df, counts).count() == len(rows)
+    assert deduplicate(df).count() == len(rows)
+    empty = count_rows(df.limit(0))
+    assert (empty.read, empty.duplicates) == (0, 0)
 
 
 def test_duplicates_and_shuffled_rows_change_nothing(

@@ -21,16 +21,16 @@ import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * The replay's fold (sharestate/fold.py fold_batches) on the JVM: rows sorted by
- * (share-partition, segment, log order) in, one history row per input row out, with the
- * columns of HISTORY_FIELDS. The one difference from the Python fold: state_batches is set
+ * (share-partition, log order) in, one history row per input row out, with the columns of
+ * HISTORY_FIELDS; the fold numbers the segments (the running sum a window would give). The one difference from the Python fold: state_batches is set
  * on each segment's last row only (Python also sets it on each Arrow batch's last row).
  */
 public final class Fold {
   private Fold() {}
 
-  /** The fold's input columns (sharestate/replay.py _FOLD_INPUT). */
+  /** The fold's input columns (sharestate/fold.py FOLD_INPUT). */
   static final String[] INPUT = {
-    "group_id", "topic_id", "partition", "segment", "source_partition", "source_offset",
+    "group_id", "topic_id", "partition", "seed_segment", "source_partition", "source_offset",
     "source_timestamp", "record_type", "start_offset", "state_epoch", "leader_epoch",
     "snapshot_epoch", "create_timestamp", "write_timestamp", "delivery_complete_count",
     "state_batches", "seed_last_snapshot_offset", "seed_since",
@@ -147,7 +147,7 @@ public final class Fold {
     private final int cGroup;
     private final int cTopic;
     private final int cPartition;
-    private final int cSegment;
+    private final int cSeedSegment;
     private final int cSourcePartition;
     private final int cSourceOffset;
     private final int cTimestamp;
@@ -169,7 +169,7 @@ public final class Fold {
     private UTF8String group;
     private UTF8String topic;
     private Integer partition;
-    private Long segmentNumber;
+    private long segmentNumber;
     private Long lastSnapshot;
 
     FoldIterator(Iterator<InternalRow> in, int major, int minor, int[] c) {
@@ -178,7 +178,7 @@ public final class Fold {
       cGroup = c[0];
       cTopic = c[1];
       cPartition = c[2];
-      cSegment = c[3];
+      cSeedSegment = c[3];
       cSourcePartition = c[4];
       cSourceOffset = c[5];
       cTimestamp = c[6];
@@ -275,12 +275,18 @@ public final class Fold {
     /** Applies one row; {@code previous} is the row before it, finished here. */
     private Object[] process(InternalRow row, Object[] previous) {
       Integer p = boxedInt(row, cPartition);
-      Long s = boxedLong(row, cSegment);
+      UTF8String kind = kindOf(row, cType);
+      long step = 0;
+      if (SNAPSHOT.equals(kind) || TOMBSTONE.equals(kind)) {
+        step = 1;
+      } else if ((SEED.equals(kind) || SEED_DELETED.equals(kind)) && !row.isNullAt(cSeedSegment)) {
+        step = row.getLong(cSeedSegment);
+      }
       boolean samePartition = !first
           && Objects.equals(row.isNullAt(cGroup) ? null : row.getUTF8String(cGroup), group)
           && Objects.equals(row.isNullAt(cTopic) ? null : row.getUTF8String(cTopic), topic)
           && Objects.equals(p, partition);
-      if (!samePartition || !Objects.equals(s, segmentNumber)) {
+      if (!samePartition || step != 0) {
         if (previous != null) {
           previous[OUT_BATCHES] = batchesValue();
         }
@@ -293,12 +299,12 @@ public final class Fold {
           topic = copied(row, cTopic);
           partition = p;
           lastSnapshot = null;
+          segmentNumber = 0;
         }
-        segmentNumber = s;
+        segmentNumber += step;
         segment.reset();
         first = false;
       }
-      UTF8String kind = kindOf(row, cType);
       String error = null;
       try {
         apply(kind, row);
@@ -315,7 +321,7 @@ public final class Fold {
       out[0] = group;
       out[1] = topic;
       out[2] = partition;
-      out[3] = s;
+      out[3] = segmentNumber;
       out[4] = boxedInt(row, cSourcePartition);
       out[5] = sourceOffset;
       out[6] = boxedLong(row, cTimestamp); // microseconds, Spark's internal timestamp
