@@ -60,6 +60,7 @@ _BATCHES_DDL: Final = (
     "array<struct<first_offset:bigint,last_offset:bigint,delivery_state:int,delivery_count:int>>"
 )
 _MOVED_AT: Final = from_arrow_type(MOVED_AT_TYPE)
+_SORT_HASH: Final = "_share_partition_hash"
 
 
 @dataclass(frozen=True)
@@ -140,8 +141,18 @@ def replay(
     )
     if prior_state is not None:
         inputs = inputs.unionByName(_seeds(prior_state, records))
-    # One shuffle, hash by share-partition, and a sort by (share-partition, log order).
-    ordered = inputs.repartition(*KEY).select(*FOLD_INPUT).sortWithinPartitions(*KEY, *LOG_ORDER)
+    # One shuffle, hash by share-partition, and a sort by (share-partition, log order). The
+    # sort leads with a hash of the share-partition: Spark compares rows by an 8-byte prefix
+    # of the first sort column first, and group ids often share their first 8 bytes (then
+    # every comparison compared whole strings: 15% of the replay's time at 10M records).
+    # Equal hashes still sort by the share-partition itself, so its rows stay together.
+    # (A column, not an expression in the sort: the comparator would hash on every call.)
+    ordered = (
+        inputs.repartition(*KEY)
+        .withColumn(_SORT_HASH, F.xxhash64(*KEY))
+        .sortWithinPartitions(_SORT_HASH, *KEY, *LOG_ORDER)
+        .select(*FOLD_INPUT)
+    )
     if use_jvm:
         folded = jvm.call(ordered.sparkSession, "Fold", "fold", ordered, kafka[0], kafka[1])
     else:
