@@ -10,7 +10,8 @@ Distributed, with nothing proportional to the data on the driver:
    before it; segment 0 holds records before the first snapshot the export has (an export
    that starts after Kafka pruned the log). Each segment is folded from no state. (The
    number is the running sum a window over the log order would give; in the fold it costs
-   nothing, while Spark's window took a quarter of the replay at 10M records.) Many short
+   nothing, while Spark's window added about a third to the shuffle, sort and fold at 10M
+   records.) Many short
    segments cost no more per record than a few long ones (a group-per-call API such as
    `applyInArrow` pays a Python call per group: 50 times slower on Kafka's corpus). A hot
    share-partition stays in one task; its cost is linear in its records. With the jar

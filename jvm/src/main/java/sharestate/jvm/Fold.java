@@ -22,8 +22,9 @@ import org.apache.spark.unsafe.types.UTF8String;
 /**
  * The replay's fold (sharestate/fold.py fold_batches) on the JVM: rows sorted by
  * (share-partition, log order) in, one history row per input row out, with the columns of
- * HISTORY_FIELDS; the fold numbers the segments (the running sum a window would give). The one difference from the Python fold: state_batches is set
- * on each segment's last row only (Python also sets it on each Arrow batch's last row).
+ * HISTORY_FIELDS; the fold numbers the segments (the running sum a window would give). The
+ * one difference from the Python fold: state_batches is set on each segment's last row only
+ * (Python also sets it on each Arrow batch's last row).
  */
 public final class Fold {
   private Fold() {}
