@@ -160,11 +160,11 @@ def test_count_rows_counts_duplicates_as_drop_duplicates_drops_them(spark: Spark
     repeated = [rows[1], rows[4], rows[4], rows[7], rows[10], rows[11], rows[12], rows[12]]
     repeated += [rows[-1], rows[-2]]
     df = spark.createDataFrame(rows + repeated, "topic string, partition int, offset long")
+    unique = df.dropDuplicates(list(ROW_IDENTITY))
     counts = count_rows(df)
     assert counts.read == len(rows) + len(repeated)
-    assert counts.duplicates == counts.read - df.dropDuplicates(list(ROW_IDENTITY)).count()
+    assert counts.duplicates == counts.read - unique.count()
     assert counts.duplicates == len(repeated)
-    unique = df.dropDuplicates(list(ROW_IDENTITY))
     clean = count_rows(unique)
     assert (clean.read, clean.duplicates) == (len(rows), 0)
     # Known to be clean: the rows themselves, no shuffle; else duplicates are dropped.
