@@ -1,7 +1,8 @@
 """The job's computation with nothing written: what a notebook calls.
 
 `compute(spark, config)` reads the exports, decodes and replays them, audits the result
-(`sharestate.audits`) and returns the DataFrames;
+(`sharestate.audits`) and returns the DataFrames, in two halves the job calls apart
+(`replay_exports`, then `audit_replayed` once the history is written);
 `summarize(results)` counts what happened, including the row reconciliation
 (rows read = duplicates dropped + decoded + quarantined, for every input).
 """
@@ -159,14 +160,71 @@ def _carried(
     )
 
 
+@dataclass
+class ReplayedExports:
+    """The exports decoded and replayed, before the audits (`audit_replayed`): the tables
+    the job writes first, and what the audits read besides them."""
+
+    share_state_records: DataFrame
+    share_partition_state: DataFrame
+    share_partition_history: DataFrame
+    share_group_records: DataFrame | None
+    quarantine: DataFrame
+    inputs: dict[str, Export]
+    #: What the audits see: the records and quarantine within --as-of, and the group
+    #: records (the stored ones too, in an incremental run).
+    audited_records: DataFrame
+    audited_quarantine: DataFrame
+    audited_groups: DataFrame | None
+    end_offsets: DataFrame | None
+    cached: list[DataFrame] = field(default_factory=list, repr=False)
+
+    def tables(self) -> dict[str, DataFrame]:
+        """The per-record tables and the state, in the order the job writes them."""
+        out = {
+            "share_state_records": self.share_state_records,
+            "share_partition_state": self.share_partition_state,
+            "share_partition_history": self.share_partition_history,
+        }
+        if self.share_group_records is not None:
+            out["share_group_records"] = self.share_group_records
+        out["quarantine"] = self.quarantine
+        return out
+
+    def unpersist(self) -> None:
+        for df in self.cached:
+            df.unpersist()
+
+
 def compute(
     spark: SparkSession, config: JobConfig, previous: PreviousOutput | None = None
 ) -> Results:
-    """Read, decode and replay the exports named in `config`; nothing is written.
+    """Read, decode and replay the exports named in `config`, and audit them; nothing is
+    written.
 
     With `previous` (`--mode incremental`), only rows above its checkpoint are read and
     replayed, on top of its stored state: the per-record tables hold this run's new rows,
     `share_partition_state` and the audit tables everything, as a full run would."""
+    replayed = replay_exports(spark, config, previous, keep_history=True)
+    return audit_replayed(replayed, config, previous)
+
+
+def replay_exports(
+    spark: SparkSession,
+    config: JobConfig,
+    previous: PreviousOutput | None = None,
+    *,
+    keep_history: bool = False,
+) -> ReplayedExports:
+    """The first half of `compute`: decode and replay, no audits.
+
+    The state is cached (one row per share-partition, read by most audit tables). The
+    history is not, unless `keep_history`: caching the fold's 10M rows cost more than
+    folding them again (at 10M records, decode + replay with both tables to Spark's noop
+    sink took 44-50 s with the fold's output cached and 30-37 s without). The job writes
+    the history straight from the fold and gives the audits what it wrote
+    (`audit_replayed(new_history=...)`); `keep_history` is for callers that read the
+    history DataFrame several times (`compute`, notebooks)."""
     share_state = read_export(
         spark,
         config.share_state,
@@ -217,41 +275,74 @@ def compute(
     replayed = replay(
         replayed_records, parse_kafka_version(config.kafka_version) or LATEST, prior_state
     )
-    cached.append(replayed.folded.persist(StorageLevel.MEMORY_AND_DISK))
+    if keep_history:
+        cached.append(replayed.folded.persist(StorageLevel.MEMORY_AND_DISK))
     # The fold also found when each start offset last moved (for the stall check), going
     # on from the stored state in an incremental run.
     final_state = replayed.state
     if prior_state is not None:  # share-partitions without new records keep their state
         untouched = prior_state.join(replayed.state.select(*KEY), list(KEY), "left_anti")
         final_state = untouched.unionByName(final_state)
-    # One row per share-partition, read by most audit tables: keep it rather than filter
-    # the whole fold output again each time.
+    # One row per share-partition, read by most audit tables: keep it rather than fold
+    # again each time.
     cached.append(final_state.persist(StorageLevel.MEMORY_AND_DISK))
     if audited_groups is not None:
         audited_groups = _with_stored(
             audited_groups, previous, "share_group_records", "consumer_offsets"
         )
-    audits = audit(
-        _with_stored(replayed_records, previous, "share_state_records", "share_state"),
-        final_state,
-        _with_stored(replayed.history, previous, "share_partition_history", "share_state"),
-        _with_stored(audited_quarantine, previous, "quarantine", None),
-        AuditOptions(
-            delivery_count_limit=config.delivery_count_limit,
-            stall_span_seconds=config.stall_span_seconds,
-            state_topic_partitions=config.state_topic_partition_count,
-        ),
-        group_records=audited_groups,
-        end_offsets=end_offsets,
-        carried=_carried(previous, config, replayed_records, replayed.history, audited_quarantine),
-    )
-    cached.extend(small.persist(StorageLevel.MEMORY_AND_DISK) for small in audits.worth_caching())
-    return Results(
+    return ReplayedExports(
         share_state_records=state.records,
         share_partition_state=final_state,
         share_partition_history=replayed.history,
         share_group_records=group_records,
         quarantine=quarantine,
+        inputs=inputs,
+        audited_records=replayed_records,
+        audited_quarantine=audited_quarantine,
+        audited_groups=audited_groups,
+        end_offsets=end_offsets,
+        cached=cached,
+    )
+
+
+def audit_replayed(
+    replayed: ReplayedExports,
+    config: JobConfig,
+    previous: PreviousOutput | None = None,
+    new_history: DataFrame | None = None,
+) -> Results:
+    """The second half of `compute`: the audit tables. `new_history` is this run's history
+    rows as the job wrote them (read back: cheaper than folding again); by default the
+    fold's `replayed.share_partition_history`."""
+    history = replayed.share_partition_history if new_history is None else new_history
+    audits = audit(
+        _with_stored(replayed.audited_records, previous, "share_state_records", "share_state"),
+        replayed.share_partition_state,
+        _with_stored(history, previous, "share_partition_history", "share_state"),
+        _with_stored(replayed.audited_quarantine, previous, "quarantine", None),
+        AuditOptions(
+            delivery_count_limit=config.delivery_count_limit,
+            stall_span_seconds=config.stall_span_seconds,
+            state_topic_partitions=config.state_topic_partition_count,
+        ),
+        group_records=replayed.audited_groups,
+        end_offsets=replayed.end_offsets,
+        carried=_carried(
+            previous,
+            config,
+            replayed.audited_records,
+            history,
+            replayed.audited_quarantine,
+        ),
+    )
+    cached = replayed.cached
+    cached.extend(small.persist(StorageLevel.MEMORY_AND_DISK) for small in audits.worth_caching())
+    return Results(
+        share_state_records=replayed.share_state_records,
+        share_partition_state=replayed.share_partition_state,
+        share_partition_history=replayed.share_partition_history,
+        share_group_records=replayed.share_group_records,
+        quarantine=replayed.quarantine,
         delivery_counts=audits.delivery_counts,
         poison_messages=audits.poison_messages,
         archived_messages=audits.archived_messages,
@@ -261,7 +352,7 @@ def compute(
         share_groups=audits.share_groups,
         share_partition_lag=audits.share_partition_lag,
         archived_ranges=audits.archived_ranges,
-        inputs=inputs,
+        inputs=replayed.inputs,
         _cached=cached,
     )
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import itertools
 import random
 from collections import Counter
+from pathlib import Path
 
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from sharestate import encode
 from sharestate.records import decode_share_state
@@ -19,6 +21,7 @@ from sharestate.simulate import (
     simulate_share_partition,
     snapshot_value,
     update_value,
+    write_export,
 )
 from sharestate.state import fold
 
@@ -101,3 +104,18 @@ def test_export_is_deterministic_skewed_and_in_log_order() -> None:
         else:
             assert after["partition"] > before["partition"] and after["offset"] == 0
     assert pc.count_distinct(table.column("partition")).as_py() > 30
+
+
+def test_export_files_have_a_page_index_as_parquet_mr_writes_them(tmp_path: Path) -> None:
+    # An incremental run's filter on (partition, offset) skips pages through the page index.
+    table = simulate(SimulationSpec(records=50_000, share_partitions=100, workers=1))
+    write_export(table, tmp_path, files=2)
+    files = sorted(tmp_path.glob("*.parquet"))
+    assert len(files) == 2
+    assert sum(pq.ParquetFile(f).metadata.num_rows for f in files) == table.num_rows
+    for f in files:
+        metadata = pq.ParquetFile(f).metadata
+        for group in range(metadata.num_row_groups):
+            for column in range(metadata.num_columns):
+                chunk = metadata.row_group(group).column(column)
+                assert chunk.has_column_index and chunk.has_offset_index, chunk.path_in_schema
