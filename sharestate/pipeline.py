@@ -65,14 +65,7 @@ class Results:
 
     def tables(self) -> dict[str, DataFrame]:
         """Output table name -> DataFrame, in the order they are written."""
-        out = {
-            "share_state_records": self.share_state_records,
-            "share_partition_state": self.share_partition_state,
-            "share_partition_history": self.share_partition_history,
-        }
-        if self.share_group_records is not None:
-            out["share_group_records"] = self.share_group_records
-        out["quarantine"] = self.quarantine
+        out = _replayed_tables(self)
         out["delivery_counts"] = self.delivery_counts
         out["poison_messages"] = self.poison_messages
         out["archived_messages"] = self.archived_messages
@@ -88,6 +81,19 @@ class Results:
     def unpersist(self) -> None:
         for df in self._cached:
             df.unpersist()
+
+
+def _replayed_tables(tables: Results | ReplayedExports) -> dict[str, DataFrame]:
+    """The tables written first (decoded, replayed, quarantined), in the order written."""
+    out = {
+        "share_state_records": tables.share_state_records,
+        "share_partition_state": tables.share_partition_state,
+        "share_partition_history": tables.share_partition_history,
+    }
+    if tables.share_group_records is not None:
+        out["share_group_records"] = tables.share_group_records
+    out["quarantine"] = tables.quarantine
+    return out
 
 
 def _decoded_and_cached(
@@ -181,15 +187,7 @@ class ReplayedExports:
 
     def tables(self) -> dict[str, DataFrame]:
         """The per-record tables and the state, in the order the job writes them."""
-        out = {
-            "share_state_records": self.share_state_records,
-            "share_partition_state": self.share_partition_state,
-            "share_partition_history": self.share_partition_history,
-        }
-        if self.share_group_records is not None:
-            out["share_group_records"] = self.share_group_records
-        out["quarantine"] = self.quarantine
-        return out
+        return _replayed_tables(self)
 
     def unpersist(self) -> None:
         for df in self.cached:
@@ -223,8 +221,9 @@ def replay_exports(
     folding them again (at 10M records, decode + replay with both tables to Spark's noop
     sink took 44-50 s with the fold's output cached and 30-37 s without). The job writes
     the history straight from the fold and gives the audits what it wrote
-    (`audit_replayed(new_history=...)`); `keep_history` is for callers that read the
-    history DataFrame several times (`compute`, notebooks)."""
+    (`audit_replayed(new_history=...)`). `keep_history` is for callers that read the
+    history DataFrame several times (`compute`, notebooks), and for incremental runs,
+    whose new history is small."""
     share_state = read_export(
         spark,
         config.share_state,
