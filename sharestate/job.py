@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 from urllib.parse import urlparse
 
@@ -285,10 +286,7 @@ def _as_written(
     columns of the written tables are cheaper to read than the decoded rows, whole, from
     the disk cache (when nothing was cached, at 10M records, four decodes for the summary
     were 50 s of a 325 s run)."""
-
-    def written(name: str) -> DataFrame:
-        return _read_back(spark, output, output_format, previous, name)
-
+    written = partial(_read_back, spark, output, output_format, previous)
     return replace(
         results,
         share_state_records=written("share_state_records"),
