@@ -190,6 +190,7 @@ def _try_layouts(
     value: bytes, tables: dict[str, s.Struct], layouts: Sequence[str], record_name: str
 ) -> tuple[str, dict[str, Any], UnknownTags]:
     failures: list[str] = []
+    fit_with_unknown_tags: tuple[str, dict[str, Any], UnknownTags] | None = None
     for layout in layouts:
         table = tables.get(layout)
         if table is None:
@@ -199,7 +200,15 @@ def _try_layouts(
         except DecodeError as err:
             failures.append(f"[{layout}] {err}")
             continue
-        return layout, fields, unknown
+        if not unknown:
+            return layout, fields, unknown
+        # Unknown tags can soak up the bytes a wrong layout leaves over (a 4.0 record can
+        # parse under the 4.1+ table that way); Kafka writes none, so a later layout that
+        # fits without any wins. Without unknown tags (and with minimal varints, as Kafka
+        # writes them) no value fits two layouts: see docs/kafka-formats.md.
+        fit_with_unknown_tags = fit_with_unknown_tags or (layout, fields, unknown)
+    if fit_with_unknown_tags is not None:
+        return fit_with_unknown_tags
     if len(failures) == 1:
         # One layout asked for: its own error is the precise reason.
         raise DecodeError(failures[0].split("] ", 1)[1])

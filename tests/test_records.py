@@ -39,6 +39,22 @@ def test_update_40_layout_is_detected_by_exact_length() -> None:
     assert row["state_batches"] == [(10, 14, 2, 1)]
 
 
+def test_a_fit_without_unknown_tags_beats_an_earlier_fit_with_them() -> None:
+    # Found by tests/test_fuzz.py: this 4.0 snapshot also parses under the 4.1+ table, as
+    # fourteen batches whose last carries an empty unknown tag. Kafka writes no unknown tags.
+    batches = [(0, 0, 0, 3840)] + [(0, 0, 0, 0)] * 13 + [(0, 0, 0, 256)]
+    key = encode.share_state_key(0, "", TOPIC, 0)
+    value = encode.share_snapshot_value(
+        snapshot_epoch=0, state_epoch=0, leader_epoch=0, start_offset=0, batches=batches,
+        create_timestamp=0, write_timestamp=0, delivery_complete_count=None, layout="4.0",
+    )  # fmt: skip
+    as_41 = decode_share_state(key, value, share_state_layouts("4.1"))
+    assert as_41["unknown_tagged_fields"] == [("state_batches[13]", 0, b"")]
+    row = decode_share_state(key, value, AUTO)
+    assert (row["layout"], row["start_offset"], row["unknown_tagged_fields"]) == ("4.0", 0, [])
+    assert row["state_batches"] == batches
+
+
 def test_delivery_complete_count_tag_marks_42() -> None:
     value = UPDATE_41[:-1] + bytes.fromhex("01000400000005")
     row = decode_share_state(UPDATE_KEY, value, AUTO)

@@ -12,8 +12,9 @@ package sharestate.jvm;
  * quarantine reason of every failing row.
  *
  * <p>Layout choice mirrors `_try_layouts`: a layout that cannot parse the value (any error)
- * is skipped, the first that parses it wins. A layout that parses it with unknown tags would
- * win in the reference too, with those tags in the row: such rows go to the reference.
+ * is skipped, the first that parses it wins. A layout that parses it only with unknown tags
+ * makes the reference look on for a later layout that parses it without: such rows go to the
+ * reference.
  */
 final class DecodeParser {
   static final int SNAPSHOT = 0;
