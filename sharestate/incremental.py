@@ -44,6 +44,19 @@ APPENDED_TABLES: Final[Mapping[str, str | None]] = {
     "share_group_records": "consumer_offsets",
     "quarantine": None,
 }
+#: The columns Delta keeps statistics on in the tables of one row per record (set when the
+#: job creates them): the ones an incremental run filters on, and the record's time. By
+#: default Delta keeps them on the first 32 columns, which at 10M records made writing
+#: `share_state_records` 4-6 s slower (the group id, topic id and layout are strings).
+PER_RECORD_STATS_COLUMNS: Final = ("source_partition", "source_offset", "source_timestamp")
+
+
+def stats_columns(table: str) -> tuple[str, ...] | None:
+    """The columns Delta collects statistics on for `table`; None: Delta's default."""
+    if table not in APPENDED_TABLES:
+        return None
+    source = ("source",) if APPENDED_TABLES[table] is None else ()
+    return (*source, *PER_RECORD_STATS_COLUMNS)
 
 
 @dataclass(frozen=True)

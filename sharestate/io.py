@@ -9,6 +9,7 @@ missing or mistyped columns.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlparse
@@ -271,17 +272,24 @@ def write_table(
     *,
     replace_where: str | None = None,
     append: bool = False,
+    stats_columns: Sequence[str] | None = None,
 ) -> None:
     """Replace the table at `path` (or, with `replace_where`, the Delta rows matching it; or,
     with `append`, add the rows to the Delta table).
 
     Readers never see a half-written table: a Delta write is one atomic commit (and the
     previous version stays readable by time travel); Parquet is written beside the table
-    and swapped in by two renames."""
+    and swapped in by two renames.
+
+    `stats_columns`: a Delta table this write creates keeps file statistics on these
+    columns only (`delta.dataSkippingStatsColumns`); Delta applies table properties given
+    to a writer only when it creates the table, so an existing table keeps its own."""
     if append and replace_where is not None:
         raise ValueError("append and replace_where exclude each other")
     if output_format == "delta":
         writer = df.write.format("delta").mode("append" if append else "overwrite")
+        if stats_columns:
+            writer = writer.option("delta.dataSkippingStatsColumns", ",".join(stats_columns))
         if replace_where is not None:
             writer = writer.option("replaceWhere", replace_where)
         elif not append:

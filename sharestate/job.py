@@ -37,6 +37,7 @@ from sharestate.incremental import (
     checkpoint_table,
     new_rows_predicate,
     read_prior_run,
+    stats_columns,
 )
 from sharestate.io import delta_version, read_table, write_table
 from sharestate.pipeline import Results, audit_replayed, replay_exports, summarize
@@ -311,7 +312,14 @@ def _write(
         append = _untouched_since_checkpoint(spark, previous, f"{output}/{name}", name)
         if not append:
             where = new_rows_predicate(previous.prior, APPENDED_TABLES[name])
-    write_table(df, f"{output}/{name}", config.output_format, replace_where=where, append=append)
+    write_table(
+        df,
+        f"{output}/{name}",
+        config.output_format,
+        replace_where=where,
+        append=append,
+        stats_columns=stats_columns(name),
+    )
 
 
 def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any]:

@@ -80,6 +80,27 @@ def test_replay_writes_every_table(
     assert batches_type == (
         "array<struct<first_offset:bigint,last_offset:bigint,delivery_state:int,delivery_count:int>>"
     )
+    if output_format == "delta":
+        per_record = {"source_partition", "source_offset", "source_timestamp"}
+        assert _columns_with_stats(out / "share_state_records") == per_record
+        assert _columns_with_stats(out / "share_group_records") == per_record
+        assert _columns_with_stats(out / "quarantine") == {"source", *per_record}
+        # Small tables keep Delta's default: the first 32 columns.
+        assert {"group_id", "topic_id", "partition"} <= _columns_with_stats(
+            out / "share_partition_state"
+        )
+
+
+def _columns_with_stats(table: Path) -> set[str]:
+    """The columns of the files' statistics in a Delta table's log (each file has the same)."""
+    columns: set[str] = set()
+    for commit in sorted((table / "_delta_log").glob("*.json")):
+        for line in commit.read_text().splitlines():
+            added = json.loads(line).get("add")
+            if added and added.get("stats"):
+                stats = json.loads(added["stats"])
+                columns |= set(stats["nullCount"]) | set(stats.get("minValues", {}))
+    return columns
 
 
 def test_option_errors_are_one_line_and_exit_2(
