@@ -45,9 +45,16 @@ def test_a_fit_without_unknown_tags_beats_an_earlier_fit_with_them() -> None:
     batches = [(0, 0, 0, 3840)] + [(0, 0, 0, 0)] * 13 + [(0, 0, 0, 256)]
     key = encode.share_state_key(0, "", TOPIC, 0)
     value = encode.share_snapshot_value(
-        snapshot_epoch=0, state_epoch=0, leader_epoch=0, start_offset=0, batches=batches,
-        create_timestamp=0, write_timestamp=0, delivery_complete_count=None, layout="4.0",
-    )  # fmt: skip
+        snapshot_epoch=0,
+        state_epoch=0,
+        leader_epoch=0,
+        start_offset=0,
+        batches=batches,
+        create_timestamp=0,
+        write_timestamp=0,
+        delivery_complete_count=None,
+        layout="4.0",
+    )
     as_41 = decode_share_state(key, value, share_state_layouts("4.1"))
     assert as_41["unknown_tagged_fields"] == [("state_batches[13]", 0, b"")]
     row = decode_share_state(key, value, AUTO)
