@@ -390,22 +390,24 @@ def archived_intervals(records: DataFrame) -> DataFrame:
     """Every Archived batch of every decoded snapshot and update, one row each, with the
     record that holds it. Batches that end before they start are left out (the replay
     reports those as `replay_error`)."""
-    archived = F.filter(
-        "state_batches",
-        lambda b: (
-            (b["delivery_state"] == F.lit(ARCHIVED)) & (b["last_offset"] >= b["first_offset"])
-        ),
-    )
+    # Explode, then filter: Spark runs `explode` and a filter in generated code, but a
+    # higher-order `F.filter` over the array element by element in the interpreter (at 10M
+    # records, 17M batches: 9-11 s against 2-3 s).
+    batch = F.col("b")
     return (
         records.filter(F.col("record_type").isin("snapshot", "update"))
-        .select(*KEY, *LOG_ORDER, "source_timestamp", F.explode(archived).alias("b"))
+        .select(*KEY, *LOG_ORDER, "source_timestamp", F.explode("state_batches").alias("b"))
+        .filter(
+            (batch["delivery_state"] == F.lit(ARCHIVED))
+            & (batch["last_offset"] >= batch["first_offset"])
+        )
         .select(
             *KEY,
             *LOG_ORDER,
             "source_timestamp",
-            F.col("b.first_offset").alias("first_offset"),
-            F.col("b.last_offset").alias("last_offset"),
-            F.col("b.delivery_count").alias("delivery_count"),
+            batch["first_offset"].alias("first_offset"),
+            batch["last_offset"].alias("last_offset"),
+            batch["delivery_count"].alias("delivery_count"),
         )
     )
 
