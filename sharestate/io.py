@@ -265,6 +265,14 @@ def _is_missing_source(err: Exception, fmt: str) -> bool:
     return "DATA_SOURCE_NOT_FOUND" in text or f"Failed to find the data source: {fmt}" in text
 
 
+@dataclass(frozen=True)
+class Written:
+    """What one `write_table` call wrote."""
+
+    rows: int | None  # rows written (None: Delta kept no metrics for the commit)
+    version: int | None  # the Delta commit it made; None for Parquet
+
+
 def write_table(
     df: DataFrame,
     path: str,
@@ -273,9 +281,9 @@ def write_table(
     replace_where: str | None = None,
     append: bool = False,
     stats_columns: Sequence[str] | None = None,
-) -> None:
+) -> Written:
     """Replace the table at `path` (or, with `replace_where`, the Delta rows matching it; or,
-    with `append`, add the rows to the Delta table).
+    with `append`, add the rows to the Delta table), and say how many rows it wrote.
 
     Readers never see a half-written table: a Delta write is one atomic commit (and the
     previous version stays readable by time travel); Parquet is written beside the table
@@ -300,10 +308,15 @@ def write_table(
             if _is_missing_source(err, "delta"):
                 raise SparkSetupError(f"--output-format delta: {_DELTA_MISSING}") from None
             raise
-        return
+        # The commit's own metrics: counting the DataFrame would compute it a second time.
+        version, metrics = _last_commit(df.sparkSession, path)
+        rows = metrics.get("numOutputRows")
+        return Written(int(rows) if rows is not None else None, version)
     if replace_where is not None or append:
         raise ValueError("replace_where and append need a Delta table")
     _write_parquet_swapped(df, path)
+    # Counting a Parquet table reads its files' footers only.
+    return Written(df.sparkSession.read.parquet(path).count(), None)
 
 
 def _write_parquet_swapped(df: DataFrame, path: str) -> None:
@@ -346,7 +359,12 @@ def read_table(
 
 def delta_version(spark: SparkSession, path: str) -> int:
     """The latest commit version of the Delta table at `path`."""
+    return _last_commit(spark, path)[0]
+
+
+def _last_commit(spark: SparkSession, path: str) -> tuple[int, dict[str, str]]:
+    """The latest commit of the Delta table at `path`: its version and operation metrics."""
     if urlparse(path).scheme == "":  # delta.`path` wants an absolute path
         path = os.path.abspath(path)
     row = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()[0]
-    return int(row["version"])
+    return int(row["version"]), dict(row["operationMetrics"] or {})

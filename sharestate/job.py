@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -39,7 +40,7 @@ from sharestate.incremental import (
     read_prior_run,
     stats_columns,
 )
-from sharestate.io import delta_version, read_table, write_table
+from sharestate.io import Written, delta_version, read_table, write_table
 from sharestate.pipeline import Results, audit_replayed, replay_exports, summarize
 
 log = logging.getLogger("sharestate")
@@ -305,14 +306,17 @@ def _write(
     name: str,
     config: JobConfig,
     previous: PreviousOutput | None,
-) -> None:
+) -> Written:
+    """Write one table (of an appended table, this run's rows) and log what it wrote: the
+    tables are computed as they are written, so each write is a stage of the run."""
     log.info("writing %s", name)
+    started = time.monotonic()
     where, append = None, False
     if previous is not None and name in APPENDED_TABLES:
         append = _untouched_since_checkpoint(spark, previous, f"{output}/{name}", name)
         if not append:
             where = new_rows_predicate(previous.prior, APPENDED_TABLES[name])
-    write_table(
+    written = write_table(
         df,
         f"{output}/{name}",
         config.output_format,
@@ -320,6 +324,10 @@ def _write(
         append=append,
         stats_columns=stats_columns(name),
     )
+    rows = f"{written.rows:,} rows" if written.rows is not None else "rows not counted"
+    how = " (appended)" if append or where is not None else ""
+    log.info("wrote %s: %s%s in %.1f s", name, rows, how, time.monotonic() - started)
+    return written
 
 
 def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any]:
@@ -339,38 +347,33 @@ def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any
     # cost less than folding again, or than caching the fold's output. An incremental
     # run's new history is small and is cached instead: its rows lie scattered over the
     # written table (at 10M records, finding the last 1% there took 18 s).
+    log.info("reading and decoding %s", config.share_state)
     replayed = replay_exports(spark, config, previous, keep_history=previous is not None)
     try:
         first = replayed.tables()
+        versions: dict[str, int | None] = {}  # table -> the Delta commit this run made
         for name, df in first.items():
-            _write(spark, df, output, name, config, previous)
+            versions[name] = _write(spark, df, output, name, config, previous).version
         history = None
         if previous is None:
             history = _read_back(
                 spark, output, config.output_format, None, "share_partition_history"
             )
+        log.info("auditing the replayed state")
         results = audit_replayed(replayed, config, previous, new_history=history)
         for name, df in results.tables().items():
             if name not in first:
-                _write(spark, df, output, name, config, previous)
+                versions[name] = _write(spark, df, output, name, config, previous).version
+        log.info("counting the run summary")
         summary = summarize(_as_written(spark, results, output, config.output_format, previous))
-        state_version = (
-            delta_version(spark, f"{output}/share_partition_state")
-            if config.output_format == "delta"
-            else None
-        )
+        state_version = versions["share_partition_state"]
         read = {source: export.rows for source, export in results.inputs.items()}
         carried = None
         if config.output_format == "delta":
-            written = results.tables()
             carried = {
-                "versions": {
-                    name: delta_version(spark, f"{output}/{name}") for name in CARRIED_TABLES
-                },
+                "versions": {name: versions[name] for name in CARRIED_TABLES},
                 "appended_versions": {
-                    name: delta_version(spark, f"{output}/{name}")
-                    for name in APPENDED_TABLES
-                    if name in written
+                    name: versions[name] for name in APPENDED_TABLES if name in versions
                 },
                 "delivery_count_limit": config.delivery_count_limit,
             }

@@ -3,6 +3,7 @@ run over the whole export, gives the same tables as one full run over the whole 
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from pathlib import Path
 
@@ -43,7 +44,9 @@ def _with_gaps(state: pa.Table) -> pa.Table:
 
 
 @pytest.mark.spark
-def test_incremental_run_equals_a_full_run(spark: SparkSession, tmp_path: Path) -> None:
+def test_incremental_run_equals_a_full_run(
+    spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     state, offsets = generate(
         SampleSpec(records=1_500, share_partitions=30, records_per_snapshot=4)
     )
@@ -62,11 +65,16 @@ def test_incremental_run_equals_a_full_run(spark: SparkSession, tmp_path: Path) 
         return main(spark, config)
 
     run(first, tmp_path / "inc", "full")
+    caplog.set_level(logging.INFO, logger="sharestate")
+    caplog.clear()
     summary = run(whole, tmp_path / "inc", "incremental")
     assert summary["mode"] == "incremental"
     share_state = summary["inputs"]["share_state"]  # type: ignore[index]
     assert share_state["already_processed"] == early_state.num_rows
     assert share_state["rows_read"] == state.num_rows - early_state.num_rows
+    # The stage log counts the rows this run appended, not the table's.
+    appended = f"wrote share_state_records: {share_state['decoded']:,} rows (appended) in "
+    assert any(m.startswith(appended) for m in caplog.messages), caplog.messages
     run(whole, tmp_path / "full", "full")
     tables = sorted(p.name for p in (tmp_path / "full").iterdir() if p.is_dir())
     assert {"share_partition_state", "share_partition_history", "findings"} <= set(tables)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -44,8 +45,13 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("output_format", ["delta", "parquet"])
 def test_replay_writes_every_table(
-    spark: SparkSession, sample: Path, tmp_path: Path, output_format: str
+    spark: SparkSession,
+    sample: Path,
+    tmp_path: Path,
+    output_format: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="sharestate")
     out = tmp_path / "out"
     code = cli.main(
         [
@@ -61,8 +67,12 @@ def test_replay_writes_every_table(
         ]
     )
     assert code == 0
+    logged = caplog.messages
     for table in TABLES:
-        assert spark.read.format(output_format).load(str(out / table)).count() > 0, table
+        rows = spark.read.format(output_format).load(str(out / table)).count()
+        assert rows > 0, table
+        if table != "run_summary":  # each stage's log line says what its table holds
+            assert any(m.startswith(f"wrote {table}: {rows:,} rows in ") for m in logged), table
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["inputs"]["share_state"]["reconciled"]
     poison, archived = (
