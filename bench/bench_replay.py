@@ -7,9 +7,10 @@ Spark session on local[2], after one untimed pass over the N/2 export, measures:
 
 * decode: the decode step alone, decoded records to Spark's `noop` sink;
 * decode+replay: decode, replay, `share_partition_history` and `share_partition_state`
-  both to `noop`, the fold computed once (as the job does); not what `compute` adds for
-  the audits (it caches the decoded rows on disk for the six tables that read them), which
-  the whole-job benchmark (`bench/bench_job.py`) counts;
+  both to `noop`, the fold computed once (as the job does: the history first, and the
+  state from the rows its pass left behind); not what `compute` adds for the audits (it
+  caches the decoded rows on disk for the six tables that read them), which the whole-job
+  benchmark (`bench/bench_job.py`) counts;
 
 and reports records/s, the growth of time with size (a ratio above 2.0 per doubling would
 be worse than linear), and peak memory: the driver JVM (which in local mode also runs the
@@ -45,10 +46,11 @@ from pyspark import StorageLevel  # noqa: E402
 
 from sharestate.config import JobConfig  # noqa: E402
 from sharestate.io import count_rows, deduplicate, read_export  # noqa: E402
+from sharestate.jvm import Tee  # noqa: E402
 from sharestate.replay import replay  # noqa: E402
 from sharestate.schemas import SHARE_STATE_TOPIC  # noqa: E402
 from sharestate.simulate import SimulationSpec, simulate, write_export  # noqa: E402
-from sharestate.spark_decode import decode_share_state  # noqa: E402
+from sharestate.spark_decode import Decoded, decode_share_state  # noqa: E402
 
 DATA = ROOT / "bench-data"
 HARNESS = ROOT / "tests" / "kafka_harness"
@@ -122,7 +124,7 @@ def _time_it(action: Any) -> float:
 def _measure(spark: Any, export: Path) -> dict[str, float]:
     config = JobConfig(share_state=str(export))
 
-    def decoded() -> Any:
+    def decoded() -> Decoded:
         # The decode as the job runs it (duplicates counted, and dropped if any), without
         # the rest of pipeline.replay_exports (which also prepares the audits: it caches the
         # decoded rows for the six tables that read them).
@@ -130,20 +132,29 @@ def _measure(spark: Any, export: Path) -> dict[str, float]:
             spark, str(export), what="--share-state", topic=SHARE_STATE_TOPIC
         ).rows
         unique = deduplicate(export_rows, count_rows(export_rows))
-        return decode_share_state(unique, config.kafka_version).records
+        return decode_share_state(unique, config.kafka_version)
+
+    def release(*tees: Tee | None) -> None:
+        for tee in tees:
+            if tee is not None:
+                tee.unpersist()
 
     def decode_only() -> None:
-        decoded().write.format("noop").mode("overwrite").save()
+        decode = decoded()
+        decode.records.write.format("noop").mode("overwrite").save()
+        release(decode.tee)
 
     def decode_and_replay() -> None:
-        # As the job replays (pipeline.replay_exports): the state cached and written, then
-        # the history written straight from the fold (which folds a second time, reusing
-        # the shuffle).
-        replayed = replay(decoded())
+        # As the job replays (pipeline.replay_exports): the history written straight from
+        # the fold, then the state cached and written (on the JVM, from the rows the
+        # history's pass left behind, see sharestate.replay.Replayed).
+        decode = decoded()
+        replayed = replay(decode.records)
+        replayed.history.write.format("noop").mode("overwrite").save()
         state = replayed.state.persist(StorageLevel.MEMORY_AND_DISK)
         state.write.format("noop").mode("overwrite").save()
-        replayed.history.write.format("noop").mode("overwrite").save()
         state.unpersist()
+        release(decode.tee, replayed.tee)
 
     return {"decode_seconds": _time_it(decode_only), "replay_seconds": _time_it(decode_and_replay)}
 

@@ -41,7 +41,13 @@ from sharestate.incremental import (
     stats_columns,
 )
 from sharestate.io import Written, delta_version, read_table, write_table
-from sharestate.pipeline import Results, audit_replayed, replay_exports, summarize
+from sharestate.pipeline import (
+    Results,
+    WrittenTables,
+    audit_replayed,
+    replay_exports,
+    summarize,
+)
 
 log = logging.getLogger("sharestate")
 
@@ -343,24 +349,34 @@ def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any
         previous = _previous_output(spark, output)
         if previous is None:
             log.info("no complete earlier run under %s: replaying everything", output)
-    # A full run's audits read the history as written: a few columns of the written table
-    # cost less than folding again, or than caching the fold's output. An incremental
-    # run's new history is small and is cached instead: its rows lie scattered over the
-    # written table (at 10M records, finding the last 1% there took 18 s).
+    # A full run's audits read the per-record tables as written: a few columns of a written
+    # table cost less than folding or decoding again, or than caching the fold's output or
+    # the decode. An incremental run's new rows are few and are cached instead: they lie
+    # scattered over the written tables (at 10M records, finding the last 1% of the history
+    # there took 18 s).
     log.info("reading and decoding %s", config.share_state)
-    replayed = replay_exports(spark, config, previous, keep_history=previous is not None)
+    replayed = replay_exports(
+        spark,
+        config,
+        previous,
+        keep_history=previous is not None,
+        read_back=previous is None,
+    )
     try:
         first = replayed.tables()
         versions: dict[str, int | None] = {}  # table -> the Delta commit this run made
         for name, df in first.items():
             versions[name] = _write(spark, df, output, name, config, previous).version
-        history = None
+        written = None
         if previous is None:
-            history = _read_back(
-                spark, output, config.output_format, None, "share_partition_history"
+            written_table = partial(_read_back, spark, output, config.output_format, None)
+            written = WrittenTables(
+                share_partition_history=written_table("share_partition_history"),
+                share_state_records=written_table("share_state_records"),
+                quarantine=written_table("quarantine"),
             )
         log.info("auditing the replayed state")
-        results = audit_replayed(replayed, config, previous, new_history=history)
+        results = audit_replayed(replayed, config, previous, written)
         for name, df in results.tables().items():
             if name not in first:
                 versions[name] = _write(spark, df, output, name, config, previous).version

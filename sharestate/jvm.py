@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from sharestate.errors import InvalidConfigError, SparkSetupError
 
 #: The `Probe.version()` this Python code speaks to.
-CONTRACT_VERSION: Final = 3
+CONTRACT_VERSION: Final = 4
 _PACKAGE: Final = "sharestate.jvm"
 #: Which implementation runs a step: "python" (the reference), "jvm" (the jar's, the same
 #: columns faster) or "auto" (the JVM one when the session has the jar).
@@ -45,16 +45,31 @@ def _target(spark: SparkSession, class_name: str, method: str) -> Any:
     return getattr(getattr(_jvm(spark).sharestate.jvm, class_name), method)
 
 
-def call(spark: SparkSession, class_name: str, method: str, df: DataFrame, *args: Any) -> DataFrame:
-    """`sharestate.jvm.<class_name>.<method>(df, *args)`: a Dataset<Row> in, one out."""
-    return DataFrame(_target(spark, class_name, method)(df._jdf, *args), spark)
+class Tee:
+    """A JVM pass's hand-over of rows to a second output (`sharestate.jvm.Tee`): the second
+    output reads what the first pass left in Spark's block manager instead of computing it
+    again, and computes it itself where nothing was left. `unpersist()` drops those blocks,
+    like unpersisting a cached DataFrame, once the tables reading them are computed."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+
+    def cached_partitions(self) -> int:
+        """Partitions of the second output Spark holds (left behind, or computed)."""
+        return int(self._handle.cachedPartitions())
+
+    def unpersist(self) -> None:
+        self._handle.release()
 
 
-def call_many(
+def call_teed(
     spark: SparkSession, class_name: str, method: str, df: DataFrame, *args: Any
-) -> list[DataFrame]:
-    """As `call`, for a method that returns a Dataset<Row>[]."""
-    return [DataFrame(out, spark) for out in _target(spark, class_name, method)(df._jdf, *args)]
+) -> tuple[list[DataFrame], Tee]:
+    """`sharestate.jvm.<class_name>.<method>(df, *args)`, a method that returns {Dataset<Row>,
+    ..., Tee}: the outputs (the first computes what the others read through the tee) and
+    the tee."""
+    *outputs, tee = _target(spark, class_name, method)(df._jdf, *args)
+    return [DataFrame(out, spark) for out in outputs], Tee(tee)
 
 
 def choose(engine: str, step: str, unavailable: str | None) -> bool:

@@ -16,7 +16,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sharestate import spark_decode
+from sharestate import jvm, spark_decode
 from sharestate.audits import (
     REASON_DELIVERY_LIMIT,
     SEVERITIES,
@@ -37,6 +37,9 @@ from sharestate.io import Export, count_rows, deduplicate, read_end_offsets, rea
 from sharestate.records import parse_kafka_version
 from sharestate.replay import as_of, replay
 from sharestate.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
+
+#: What a run keeps until it is done: cached DataFrames, and the JVM passes' tees.
+Held = DataFrame | jvm.Tee
 
 
 @dataclass
@@ -61,7 +64,7 @@ class Results:
     #: Both archived-range tables in one (with `reason`), for counting; not written.
     archived_ranges: DataFrame | None = None
     inputs: dict[str, Export] = field(default_factory=dict)
-    _cached: list[DataFrame] = field(default_factory=list, repr=False)
+    _cached: list[Held] = field(default_factory=list, repr=False)
 
     def tables(self) -> dict[str, DataFrame]:
         """Output table name -> DataFrame, in the order they are written."""
@@ -85,10 +88,13 @@ class Results:
 
 def _replayed_tables(tables: Results | ReplayedExports) -> dict[str, DataFrame]:
     """The tables written first (decoded, replayed, quarantined), in the order written."""
+    # The history before the state: on the JVM, the pass that folds the history leaves
+    # the state's rows behind (`sharestate.replay.Replayed`), so the state is not folded
+    # again.
     out = {
         "share_state_records": tables.share_state_records,
-        "share_partition_state": tables.share_partition_state,
         "share_partition_history": tables.share_partition_history,
+        "share_partition_state": tables.share_partition_state,
     }
     if tables.share_group_records is not None:
         out["share_group_records"] = tables.share_group_records
@@ -97,22 +103,27 @@ def _replayed_tables(tables: Results | ReplayedExports) -> dict[str, DataFrame]:
 
 
 def _decoded_and_cached(
-    decoded: spark_decode.Decoded, cache: list[DataFrame], *, only_new_rows: bool
+    decoded: spark_decode.Decoded, cache: list[Held], *, only_new_rows: bool, read_back: bool
 ) -> None:
     # Records and quarantine are two filters of one decode, and six tables read them; cache
     # the decode so it runs once (Spark's cache matches the shared sub-plan). An incremental
     # run's new rows are few: cache them whatever decoded them, else every table that
     # reads them scans the whole export again for the rows above the checkpoint. Rows the
-    # JVM decoded go to disk only: in memory, 10M of them ran a 2 GiB local driver out of
-    # heap; on disk, a full run at 10M records took 231 s instead of 295 s.
+    # JVM decoded are not cached when the audits read the tables as written (`read_back`):
+    # decoding again to write them cost less than building Spark's cache (at 10M records,
+    # 29.5 s from the export to the replay's shuffle with the cache, 10.5 s without, and
+    # the records were written as fast from a second decode as from the cache); else they
+    # go to disk only: in memory, 10M of them ran a 2 GiB local driver out of heap.
     if decoded.worth_caching or only_new_rows:
         cache.append(decoded.all_rows.persist(StorageLevel.MEMORY_AND_DISK))
-    else:
+    elif not read_back:
         cache.append(decoded.all_rows.persist(StorageLevel.DISK_ONLY))
+    if decoded.tee is not None:
+        cache.append(decoded.tee)
 
 
 def _only_new(
-    export: Export, source: str, previous: PreviousOutput | None, cache: list[DataFrame]
+    export: Export, source: str, previous: PreviousOutput | None, cache: list[Held]
 ) -> Export:
     if previous is None:
         return export
@@ -183,7 +194,7 @@ class ReplayedExports:
     audited_quarantine: DataFrame
     audited_groups: DataFrame | None
     end_offsets: DataFrame | None
-    cached: list[DataFrame] = field(default_factory=list, repr=False)
+    cached: list[Held] = field(default_factory=list, repr=False)
 
     def tables(self) -> dict[str, DataFrame]:
         """The per-record tables and the state, in the order the job writes them."""
@@ -213,6 +224,7 @@ def replay_exports(
     previous: PreviousOutput | None = None,
     *,
     keep_history: bool = False,
+    read_back: bool = False,
 ) -> ReplayedExports:
     """The first half of `compute`: decode and replay, no audits.
 
@@ -221,9 +233,13 @@ def replay_exports(
     folding them again (at 10M records, decode + replay with both tables to Spark's noop
     sink took 44-50 s with the fold's output cached and 30-37 s without). The job writes
     the history straight from the fold and gives the audits what it wrote
-    (`audit_replayed(new_history=...)`). `keep_history` is for callers that read the
-    history DataFrame several times (`compute`, notebooks), and for incremental runs,
-    whose new history is small."""
+    (`audit_replayed(written=...)`). `keep_history` is for callers that read the history
+    DataFrame several times (`compute`, notebooks), and for incremental runs, whose new
+    history is small.
+
+    `read_back`: the caller writes the per-record tables first and gives the audits those
+    tables as written, the records and quarantine too, so the share-state decode is not
+    cached (the job's full runs)."""
     share_state = read_export(
         spark,
         config.share_state,
@@ -231,7 +247,7 @@ def replay_exports(
         topic=SHARE_STATE_TOPIC,
         input_format=config.input_format,
     )
-    cached: list[DataFrame] = []
+    cached: list[Held] = []
     share_state = _counted(_only_new(share_state, "share_state", previous, cached))
     inputs = {"share_state": share_state}
     end_offsets = (
@@ -242,7 +258,7 @@ def replay_exports(
     state = spark_decode.decode_share_state(
         deduplicate(share_state.rows, share_state.counts), config.kafka_version
     )
-    _decoded_and_cached(state, cached, only_new_rows=previous is not None)
+    _decoded_and_cached(state, cached, only_new_rows=previous is not None, read_back=read_back)
     quarantine = state.quarantine
     offset, moment = config.as_of_offset, config.as_of_timestamp
     # The audits see what the replay sees: --as-of limits the state-topic rows, and (a
@@ -262,7 +278,7 @@ def replay_exports(
         groups = spark_decode.decode_consumer_offsets(
             deduplicate(offsets.rows, offsets.counts), config.kafka_version
         )
-        _decoded_and_cached(groups, cached, only_new_rows=previous is not None)
+        _decoded_and_cached(groups, cached, only_new_rows=previous is not None, read_back=False)
         group_records = groups.records
         quarantine = quarantine.unionByName(groups.quarantine)
         audited_groups = as_of(group_records, timestamp=moment)
@@ -274,6 +290,8 @@ def replay_exports(
     replayed = replay(
         replayed_records, parse_kafka_version(config.kafka_version) or LATEST, prior_state
     )
+    if replayed.tee is not None:
+        cached.append(replayed.tee)
     if keep_history:
         cached.append(replayed.folded.persist(StorageLevel.MEMORY_AND_DISK))
     # The fold also found when each start offset last moved (for the stall check), going
@@ -304,16 +322,51 @@ def replay_exports(
     )
 
 
+@dataclass(frozen=True)
+class WrittenTables:
+    """This run's rows of the per-record tables, read back as the job wrote them: a few
+    columns of a written table cost less to read than folding or decoding again."""
+
+    share_partition_history: DataFrame
+    #: Only when the share-state decode was not cached (`replay_exports(read_back=True)`).
+    share_state_records: DataFrame | None = None
+    quarantine: DataFrame | None = None
+
+
+def _audited_quarantine(quarantine: DataFrame, config: JobConfig) -> DataFrame:
+    """The quarantine table's rows the audits see with --as-of, as `replay_exports` limits
+    them: share-state rows by offset and time, group rows by time."""
+    offset, moment = config.as_of_offset, config.as_of_timestamp
+    if offset is None and moment is None:
+        return quarantine
+    share_state = F.col("source") == F.lit("share_state")
+    return as_of(
+        quarantine.filter(share_state), source_offset=offset, timestamp=moment
+    ).unionByName(as_of(quarantine.filter(~share_state), timestamp=moment))
+
+
 def audit_replayed(
     replayed: ReplayedExports,
     config: JobConfig,
     previous: PreviousOutput | None = None,
-    new_history: DataFrame | None = None,
+    written: WrittenTables | None = None,
 ) -> Results:
-    """The second half of `compute`: the audit tables. `new_history` is this run's history
-    rows as the job wrote them (read back: cheaper than folding again); by default the
-    fold's `replayed.share_partition_history`."""
-    history = replayed.share_partition_history if new_history is None else new_history
+    """The second half of `compute`: the audit tables. `written`: this run's per-record
+    tables as the job wrote them; by default the audits read the DataFrames of
+    `replay_exports` (the history from the fold, the records and quarantine decoded)."""
+    history = replayed.share_partition_history
+    if written is not None:
+        history = written.share_partition_history
+        if written.share_state_records is not None:
+            records = as_of(
+                written.share_state_records,
+                source_offset=config.as_of_offset,
+                timestamp=config.as_of_timestamp,
+            )
+            replayed = replace(replayed, audited_records=records)
+        if written.quarantine is not None:
+            quarantine = _audited_quarantine(written.quarantine, config)
+            replayed = replace(replayed, audited_quarantine=quarantine)
     audits = audit(
         _with_stored(replayed.audited_records, previous, "share_state_records", "share_state"),
         replayed.share_partition_state,

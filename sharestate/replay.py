@@ -23,7 +23,9 @@ Distributed, with nothing proportional to the data on the driver:
    `share_partition_history`.
 
 The JVM fold turns its input plan into an RDD: with adaptive execution, that runs the
-shuffle of step 1 when `replay` is called.
+shuffle of step 1 when `replay` is called. Its pass over the history also hands the last
+rows to the state (`Replayed.tee`), so the state costs no second fold once the history
+has been computed.
 """
 
 from __future__ import annotations
@@ -66,11 +68,14 @@ _SORT_HASH: Final = "_share_partition_hash"
 
 @dataclass(frozen=True)
 class Replayed:
-    """Both tables derive from `folded` (the fold's output): persist that one to fold once."""
+    """Both tables derive from `folded` (the fold's output). On the JVM, the state comes from
+    the pass that computes the history through `tee`: compute the history first and the
+    state costs no second fold (unpersist the tee once both are computed)."""
 
     history: DataFrame
     state: DataFrame
     folded: DataFrame
+    tee: jvm.Tee | None = None
 
 
 def _fold(kafka: tuple[int, int], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -155,14 +160,18 @@ def replay(
         .sortWithinPartitions(_SORT_HASH, *KEY, *LOG_ORDER)
         .select(*FOLD_INPUT)
     )
+    tee = None
     if use_jvm:
-        folded = jvm.call(ordered.sparkSession, "Fold", "fold", ordered, kafka[0], kafka[1])
+        # The state's rows come from the pass that folds the history (see Replayed).
+        (folded, last_rows), tee = jvm.call_teed(
+            ordered.sparkSession, "Fold", "fold", ordered, kafka[0], kafka[1]
+        )
     else:
-        folded = ordered.mapInArrow(
+        folded = last_rows = ordered.mapInArrow(
             partial(_fold, kafka), from_arrow_schema(pa.schema(HISTORY_FIELDS))
         )
     # The fold marks each share-partition's last row: its final state, without a shuffle.
-    state = folded.filter(F.col("last_of_share_partition")).select(
+    state = last_rows.filter(F.col("last_of_share_partition")).select(
         *KEY,
         "deleted",
         *STATE_FIELDS,
@@ -180,4 +189,4 @@ def replay(
     history = folded.filter(~F.col("record_type").isin(SEED, SEED_DELETED)).drop(
         "state_batches", "last_of_share_partition", SINCE, LATEST_TIMESTAMP
     )
-    return Replayed(history, state, folded)
+    return Replayed(history, state, folded, tee)

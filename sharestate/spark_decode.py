@@ -68,6 +68,9 @@ class Decoded:
     #: shuffle) ran a 2 GiB local driver out of heap; `sharestate.pipeline` caches them on
     #: disk only.
     worth_caching: bool = True
+    #: The JVM tier's hand-over of the rows it flags to the Python decoder: unpersist it with
+    #: the cached rows.
+    tee: jvm.Tee | None = None
 
 
 def _reason_kind(reason: Column) -> Column:
@@ -128,8 +131,9 @@ def _decode_batches(
 
 
 #: A JVM fast tier: selected input rows -> (its output: the output schema plus
-#: `needs_reference`; the input rows it flags `needs_reference`, for Python to decode).
-FastTier = Callable[[DataFrame, pa.Schema], tuple[DataFrame, DataFrame]]
+#: `needs_reference`; the input rows it flags `needs_reference`, for Python to decode; the
+#: tee that hands those over).
+FastTier = Callable[[DataFrame, pa.Schema], tuple[DataFrame, DataFrame, jvm.Tee]]
 
 
 def _decode(
@@ -147,18 +151,19 @@ def _decode(
     arrow_schema = _output_schema(result_fields)
     body = partial(_decode_batches, decode, keep_bytes, arrow_schema)
     selected = df.filter(right_topic).select(*_INPUT_COLUMNS)
+    tee = None
     if fast_tier is None:
-        all_rows = selected.mapInArrow(body, from_arrow_schema(arrow_schema))
+        all_rows = fallible = selected.mapInArrow(body, from_arrow_schema(arrow_schema))
     else:
-        # Two passes over the input: the JVM's own rows, and the rows it flags (found again
-        # without building decoded columns) through the Python decoder. One pass with a
-        # scalar Arrow UDF filling in the flagged rows measured no faster on local[2]: Spark
-        # then sends every row (mostly nulls) through Python and back.
-        tiered, flagged = fast_tier(selected, arrow_schema)
+        # The JVM's own rows, and the rows it flags through the Python decoder (the JVM pass
+        # hands them over, see DecodeShareState.tiers). One pass with a scalar Arrow UDF
+        # filling in the flagged rows measured no faster on local[2]: Spark then sends every
+        # row (mostly nulls) through Python and back.
+        tiered, flagged, tee = fast_tier(selected, arrow_schema)
+        # Only the Python decoder fails rows: the JVM tier flags what it cannot decode.
+        fallible = flagged.mapInArrow(body, from_arrow_schema(arrow_schema))
         all_rows = (
-            tiered.filter(~F.col(_NEEDS_REFERENCE))
-            .drop(_NEEDS_REFERENCE)
-            .unionByName(flagged.mapInArrow(body, from_arrow_schema(arrow_schema)))
+            tiered.filter(~F.col(_NEEDS_REFERENCE)).drop(_NEEDS_REFERENCE).unionByName(fallible)
         )
     reason = F.concat(
         F.lit("wrong topic: row is from topic "),
@@ -179,7 +184,9 @@ def _decode(
     records = all_rows.filter(ok).drop("decode_error")
     if keep_bytes is None:
         records = records.drop("key", "value")
-    quarantine = all_rows.filter(~ok).select(
+    # From the rows that can fail only: filtering every row would decode the whole export
+    # on the JVM to find none there.
+    quarantine = fallible.filter(~ok).select(
         F.lit(source).alias("source"),
         "source_partition",
         "source_offset",
@@ -190,15 +197,19 @@ def _decode(
         _reason_kind(F.col("decode_error")).alias("reason_kind"),
     )
     return Decoded(
-        records, quarantine.unionByName(wrong_topic), all_rows, worth_caching=fast_tier is None
+        records,
+        quarantine.unionByName(wrong_topic),
+        all_rows,
+        worth_caching=fast_tier is None,
+        tee=tee,
     )
 
 
 def _jvm_share_state(
     layouts: tuple[str, ...], rows: DataFrame, arrow_schema: pa.Schema
-) -> tuple[DataFrame, DataFrame]:
+) -> tuple[DataFrame, DataFrame, jvm.Tee]:
     """The JVM fast tier (`sharestate.jvm.DecodeShareState`) over selected rows: its output
-    with the `needs_reference` flag, and the flagged input rows."""
+    with the `needs_reference` flag, the flagged input rows, and the tee between them."""
     schema = StructType(
         [
             *from_arrow_schema(arrow_schema).fields,
@@ -208,8 +219,10 @@ def _jvm_share_state(
     spark, csv = rows.sparkSession, ",".join(layouts)
     # Both tiers from one call: they share one RDD of the input, so the deduplication
     # shuffle, which adaptive execution runs when the plan becomes an RDD, runs once.
-    tiered, flagged = jvm.call_many(spark, "DecodeShareState", "tiers", rows, csv, schema.json())
-    return tiered, flagged
+    (tiered, flagged), tee = jvm.call_teed(
+        spark, "DecodeShareState", "tiers", rows, csv, schema.json()
+    )
+    return tiered, flagged, tee
 
 
 def _jvm_reason_not(df: DataFrame) -> str | None:

@@ -7,14 +7,19 @@ import logging
 import os
 import subprocess
 import sys
+from datetime import UTC
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
+from chispa import assert_df_equality
 from pyspark.sql import SparkSession
 
 from sharestate import cli
 from sharestate.config import JobConfig, build_config, read_config_file
 from sharestate.errors import InvalidConfigError
+from sharestate.job import main as job_main
+from sharestate.pipeline import compute
 from sharestate.sample import SampleSpec, write_sample
 
 pytestmark = pytest.mark.spark
@@ -99,6 +104,42 @@ def test_replay_writes_every_table(
         assert {"group_id", "topic_id", "partition"} <= _columns_with_stats(
             out / "share_partition_state"
         )
+
+
+def _as_of_values(sample: Path) -> list[str | None]:
+    """No --as-of, an offset and a time that each cut the sample's state log part-way."""
+    table = pq.read_table(sample / "share_state", columns=["offset", "timestamp"])
+    offsets = sorted(table.column("offset").to_pylist())
+    times = sorted(table.column("timestamp").to_pylist())
+    middle_time = times[len(times) // 2].replace(tzinfo=UTC)
+    return [None, str(offsets[len(offsets) // 2]), middle_time.isoformat()]
+
+
+@pytest.mark.parametrize("as_of_index", [0, 1, 2])
+def test_written_tables_equal_computed_ones(
+    spark: SparkSession, sample: Path, tmp_path: Path, as_of_index: int
+) -> None:
+    """The job audits the per-record tables as it wrote them (`WrittenTables`), a notebook's
+    `compute` the DataFrames it decoded and replayed: the same tables, --as-of or not."""
+    config = JobConfig(
+        share_state=str(sample / "share_state"),
+        consumer_offsets=str(sample / "consumer_offsets"),
+        output=str(tmp_path / "out"),
+        as_of=_as_of_values(sample)[as_of_index],
+    )
+    job_main(spark, config)
+    computed = compute(spark, config)
+    replayed, records = (
+        spark.read.format("delta").load(str(tmp_path / "out" / name)).count()
+        for name in ("share_partition_history", "share_state_records")
+    )
+    assert 0 < replayed < records if config.as_of else replayed == records
+    try:
+        for name, df in computed.tables().items():
+            written = spark.read.format("delta").load(str(tmp_path / "out" / name))
+            assert_df_equality(written, df, ignore_row_order=True, ignore_nullable=True)
+    finally:
+        computed.unpersist()
 
 
 def _columns_with_stats(table: Path) -> set[str]:

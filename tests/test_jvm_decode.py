@@ -88,12 +88,13 @@ def _jvm_tier_counts(spark: SparkSession, path: str, kafka_version: str) -> dict
     layouts = share_state_layouts(kafka_version)
     schema = spark_decode._output_schema(SHARE_STATE_RESULT_FIELDS)
     rows = spark.read.parquet(path).select("key", "value", "partition", "offset", "timestamp")
-    tiered, _ = spark_decode._jvm_share_state(layouts, rows, schema)
+    tiered, _, tee = spark_decode._jvm_share_state(layouts, rows, schema)
     counts: dict[int, list[int]] = {}
     for part, flagged, n in tiered.groupBy("source_partition", "needs_reference").count().collect():
         both = counts.setdefault(part, [0, 0])
         both[0] += 0 if flagged else n
         both[1] += n
+    tee.unpersist()
     return counts
 
 
@@ -291,6 +292,34 @@ def test_damaged_records_decode_alike(
     decoded_by_jvm, _ = _jvm_tier_count(jvm_spark, damaged_export, kafka_version)
     print(f"damaged, {kafka_version}: JVM tier decoded {decoded_by_jvm} of {total} rows")
     assert decoded_by_jvm > 0
+
+
+def test_flagged_rows_are_left_behind_by_the_decode_pass(
+    jvm_spark: SparkSession, damaged_export: str
+) -> None:
+    """The rows the JVM tier leaves to Python come from its own pass (`sharestate.jvm.Tee`),
+    or, where that pass has not run, from parsing the input again: the same rows."""
+    layouts = share_state_layouts("auto")
+    schema = spark_decode._output_schema(SHARE_STATE_RESULT_FIELDS)
+    rows = jvm_spark.read.parquet(damaged_export).select(*spark_decode._INPUT_COLUMNS)
+    _, flagged_alone, tee_alone = spark_decode._jvm_share_state(layouts, rows, schema)
+    assert tee_alone.cached_partitions() == 0
+    alone = sorted(flagged_alone.collect(), key=repr)
+    tiered, flagged, tee = spark_decode._jvm_share_state(layouts, rows, schema)
+    tiered.write.format("noop").mode("overwrite").save()
+    assert tee.cached_partitions() == tiered.rdd.getNumPartitions() > 1
+    flagged_by_tier = tiered.filter("needs_reference").select(
+        "key",
+        "value",
+        F.col("source_partition").alias("partition"),
+        F.col("source_offset").alias("offset"),
+        F.col("source_timestamp").alias("timestamp"),
+    )
+    assert sorted(flagged.collect(), key=repr) == alone
+    assert alone == sorted(flagged_by_tier.collect(), key=repr)
+    assert 0 < len(alone) < 3000
+    for each in (tee_alone, tee):
+        each.unpersist()
 
 
 # --- simulator output ----------------------------------------------------------------------

@@ -52,9 +52,11 @@ def _jvm_fold(spark: SparkSession, rows: list[dict[str, Any]], kafka: tuple[int,
     ordered = (
         spark.createDataFrame(table).repartition(4, *KEY).sortWithinPartitions(*KEY, *LOG_ORDER)
     )
-    folded = jvm.call(spark, "Fold", "fold", ordered, kafka[0], kafka[1])
+    (folded, _), tee = jvm.call_teed(spark, "Fold", "fold", ordered, kafka[0], kafka[1])
     assert folded.schema == from_arrow_schema(pa.schema(HISTORY_FIELDS))
-    return folded.toArrow().to_pylist()
+    rows = folded.toArrow().to_pylist()
+    tee.unpersist()
+    return rows
 
 
 def test_output_schema_is_history_fields(jvm_spark: SparkSession) -> None:
@@ -115,6 +117,31 @@ def test_jvm_replay_equals_python_replay(simulated: DataFrame, kafka: tuple[int,
     where = [*KEY, *LOG_ORDER]
     python_lists = on_python.folded.join(with_lists.select(*where), where, "left_semi")
     _equal(with_lists, python_lists.select(*with_lists.columns))
+
+
+def test_state_is_left_behind_by_the_history_pass(simulated: DataFrame) -> None:
+    """The JVM state's rows come from the pass that folds the history (`sharestate.jvm.Tee`),
+    or, where that pass has not run, from folding again: the same rows either way."""
+    spark = simulated.sparkSession
+    # Two fold partitions (the session's shuffle partitions), not coalesced into one.
+    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+    try:
+        alone = replay(simulated, engine="jvm")
+        teed = replay(simulated, engine="jvm")
+    finally:
+        spark.conf.unset("spark.sql.adaptive.coalescePartitions.enabled")
+    assert alone.tee is not None and alone.tee.cached_partitions() == 0
+    alone_state = alone.state.collect()  # nothing left behind: folds again
+    assert teed.tee is not None
+    teed.history.write.format("noop").mode("overwrite").save()
+    partitions = teed.folded.rdd.getNumPartitions()
+    assert partitions == 2
+    assert teed.tee.cached_partitions() == partitions  # before the state is computed
+    assert sorted(teed.state.collect()) == sorted(alone_state)
+    assert len(alone_state) == simulated.select(*KEY).distinct().count()
+    for tee in (alone.tee, teed.tee):
+        tee.unpersist()
+        assert tee.cached_partitions() == 0
 
 
 def test_jvm_replay_from_a_stored_state(simulated: DataFrame) -> None:

@@ -3,9 +3,12 @@ package sharestate.jvm;
 import java.util.Iterator;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.function.FlatMapFunction;
+import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.types.BinaryType$;
 import org.apache.spark.sql.types.DataType;
@@ -71,8 +74,11 @@ public final class DecodeShareState {
    *
    * <p>The first holds every row, decoded or flagged {@code needs_reference}. The second holds
    * the flagged rows as they came in (key, value, partition, offset, timestamp), for the Python
-   * reference to decode: found again without building decoded columns, which is cheaper than
-   * filtering the first.
+   * reference to decode. The first pass hands them to the second through a {@link Tee} (the
+   * third element; release it when done): once the first has gone through a partition, the
+   * second reads that partition's flagged rows from Spark's block manager instead of parsing
+   * the input again; where the first has not, the second parses it itself (without building
+   * decoded columns).
    *
    * @param rows a DataFrame with columns key, value (binary), partition (int), offset (long),
    *     timestamp (timestamp); other columns are ignored
@@ -81,9 +87,9 @@ public final class DecodeShareState {
    * @param schemaJson the first tier's schema as Spark JSON (Python derives it from the Arrow
    *     schema, so both decoders hand Spark the same types); its column names must be
    *     {@link #COLUMNS}
-   * @return {decoded, flagged}
+   * @return {decoded, flagged, tee}
    */
-  public static Dataset<Row>[] tiers(Dataset<Row> rows, String layoutsCsv, String schemaJson) {
+  public static Object[] tiers(Dataset<Row> rows, String layoutsCsv, String schemaJson) {
     StructType schema = (StructType) DataType.fromJson(schemaJson);
     String[] names = schema.fieldNames();
     if (!java.util.Arrays.equals(names, COLUMNS)) {
@@ -99,14 +105,15 @@ public final class DecodeShareState {
         (org.apache.spark.sql.classic.Dataset<Row>) input;
     SparkSession session = classic.sparkSession();
     JavaRDD<InternalRow> in = classic.queryExecution().toRdd().toJavaRDD();
-    JavaRDD<InternalRow> decoded = in.mapPartitions(new Body(layouts));
-    JavaRDD<InternalRow> flagged = in.mapPartitions(new Flagged(layouts));
-    @SuppressWarnings("unchecked")
-    Dataset<Row>[] both = new Dataset[] {
+    JavaRDD<InternalRow> flagged = in.mapPartitions(new Flagged(layouts, input.schema()));
+    Tee tee = new Tee(flagged);
+    JavaRDD<InternalRow> decoded =
+        in.mapPartitionsWithIndex(new Body(layouts, input.schema(), tee), false);
+    return new Object[] {
       session.internalCreateDataFrame(decoded.rdd(), schema, false),
       session.internalCreateDataFrame(flagged.rdd(), input.schema(), false),
+      tee,
     };
-    return both;
   }
 
   private static Dataset<Row> checkedInput(Dataset<Row> rows) {
@@ -127,18 +134,33 @@ public final class DecodeShareState {
     return input;
   }
 
-  /** mapPartitions body of the flagged tier: input rows the parser is not sure of. */
+  /**
+   * Copies input rows that are kept: input rows are reused (and Java serialization writes a
+   * reused object again as a reference to its first copy), and a columnar scan's own row copy
+   * drops binary columns to null (ColumnarBatchRow.copy); a flat row's copy keeps every byte.
+   */
+  static UnsafeProjection flatCopier(StructType schema) {
+    return UnsafeProjection.create(schema);
+  }
+
+  /**
+   * mapPartitions body of the flagged tier: input rows the parser is not sure of, copied (they
+   * are kept: the tier is persisted, see {@link Tee}).
+   */
   static final class Flagged implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
     private static final long serialVersionUID = 1L;
     private final String[] layouts;
+    private final StructType inputSchema;
 
-    Flagged(String[] layouts) {
+    Flagged(String[] layouts, StructType inputSchema) {
       this.layouts = layouts.clone();
+      this.inputSchema = inputSchema;
     }
 
     @Override
     public Iterator<InternalRow> call(Iterator<InternalRow> rows) {
       DecodeParser parser = new DecodeParser(layouts);
+      UnsafeProjection flat = flatCopier(inputSchema);
       return new Iterator<InternalRow>() {
         private InternalRow next;
 
@@ -149,7 +171,7 @@ public final class DecodeShareState {
             byte[] key = row.isNullAt(0) ? null : row.getBinary(0);
             byte[] value = row.isNullAt(1) ? null : row.getBinary(1);
             if (!parser.parse(key, value)) {
-              next = row;
+              next = flat.apply(row).copy();
             }
           }
           return next != null;
@@ -168,27 +190,46 @@ public final class DecodeShareState {
     }
   }
 
-  /** mapPartitions body: one writer (reused buffers) per partition. */
-  static final class Body implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
+  /**
+   * mapPartitionsWithIndex body: one writer (reused buffers) per partition; the input rows it
+   * flags go to the flagged tier through the tee.
+   */
+  static final class Body
+      implements Function2<Integer, Iterator<InternalRow>, Iterator<InternalRow>> {
     private static final long serialVersionUID = 1L;
     private final String[] layouts;
+    private final StructType inputSchema;
+    private final Tee tee;
 
-    Body(String[] layouts) {
+    Body(String[] layouts, StructType inputSchema, Tee tee) {
       this.layouts = layouts.clone();
+      this.inputSchema = inputSchema;
+      this.tee = tee;
     }
 
     @Override
-    public Iterator<InternalRow> call(Iterator<InternalRow> rows) {
+    public Iterator<InternalRow> call(Integer partition, Iterator<InternalRow> rows) {
       DecodeWriter writer = new DecodeWriter(layouts);
+      Tee.Sink flagged = tee.sink(partition);
+      UnsafeProjection flat = flatCopier(inputSchema);
       return new Iterator<InternalRow>() {
         @Override
         public boolean hasNext() {
-          return rows.hasNext();
+          if (rows.hasNext()) {
+            return true;
+          }
+          flagged.finish();
+          return false;
         }
 
         @Override
         public InternalRow next() {
-          return writer.decode(rows.next());
+          InternalRow in = rows.next();
+          UnsafeRow out = writer.decode(in);
+          if (out.getBoolean(DecodeWriter.NEEDS_REFERENCE)) {
+            flagged.add(flat.apply(in).copy());
+          }
+          return out;
         }
       };
     }

@@ -35,7 +35,7 @@ final class DecodeWriter {
   private static final int DECODE_ERROR = 18;
   private static final int KEY = 19;
   private static final int VALUE = 20;
-  private static final int NEEDS_REFERENCE = 21;
+  static final int NEEDS_REFERENCE = 21;
   private static final int WIDTH = 22;
 
   private static final byte[] TOMBSTONE = ascii("tombstone");

@@ -5,10 +5,12 @@ import java.util.NoSuchElementException;
 import java.util.Objects;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.function.FlatMapFunction;
+import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.types.ArrayType;
@@ -94,14 +96,19 @@ public final class Fold {
   static final int OUT_WIDTH = 28;
 
   /**
-   * sharestate.fold.fold_batches over each partition, as Kafka major.minor replays.
+   * sharestate.fold.fold_batches over each partition, as Kafka major.minor replays: {history,
+   * lastRows, tee}. {@code history} has a row per input row; {@code lastRows} only each
+   * share-partition's last row (its final state), computed by the same pass through a
+   * {@link Tee}: once {@code history} has gone through a partition, the last rows of that
+   * partition are read from Spark's block manager instead of folding again (release the tee
+   * when done with them). Either may be computed first or alone.
    *
    * <p>Rows go in and out as Spark's internal rows: a Row encoder's generated (de)serializer
    * for these 28 columns, with nested arrays and structs, outgrew what the JIT compiles and
    * ran interpreted, which cost more than the fold itself. With adaptive execution, turning
    * the input plan into an RDD runs its shuffle here and then (as the JVM decode does).
    */
-  public static Dataset<Row> fold(Dataset<Row> input, int kafkaMajor, int kafkaMinor) {
+  public static Object[] fold(Dataset<Row> input, int kafkaMajor, int kafkaMinor) {
     StructType schema = input.schema();
     int[] columns = new int[INPUT.length];
     for (int i = 0; i < INPUT.length; i++) {
@@ -109,26 +116,46 @@ public final class Fold {
     }
     org.apache.spark.sql.classic.Dataset<Row> classic =
         (org.apache.spark.sql.classic.Dataset<Row>) input;
+    org.apache.spark.sql.classic.SparkSession session = classic.sparkSession();
     JavaRDD<InternalRow> in = classic.queryExecution().toRdd().toJavaRDD();
-    JavaRDD<InternalRow> out = in.mapPartitions(new FoldFunction(kafkaMajor, kafkaMinor, columns));
-    return classic.sparkSession().internalCreateDataFrame(out.rdd(), HISTORY, false);
+    JavaRDD<InternalRow> lastRows =
+        in.mapPartitions(new FoldFunction(kafkaMajor, kafkaMinor, columns, null))
+            .filter(row -> row.getBoolean(OUT_LAST));
+    Tee tee = new Tee(lastRows);
+    JavaRDD<InternalRow> history =
+        in.mapPartitionsWithIndex(new FoldFunction(kafkaMajor, kafkaMinor, columns, tee), false);
+    return new Object[] {
+      session.internalCreateDataFrame(history.rdd(), HISTORY, false),
+      session.internalCreateDataFrame(lastRows.rdd(), HISTORY, false),
+      tee,
+    };
   }
 
-  static final class FoldFunction implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
+  /** The fold of one partition; with a tee, its last rows also go to the tee's sibling. */
+  static final class FoldFunction
+      implements FlatMapFunction<Iterator<InternalRow>, InternalRow>,
+          Function2<Integer, Iterator<InternalRow>, Iterator<InternalRow>> {
     private static final long serialVersionUID = 1L;
     private final int major;
     private final int minor;
     private final int[] columns;
+    private final Tee tee;
 
-    FoldFunction(int major, int minor, int[] columns) {
+    FoldFunction(int major, int minor, int[] columns, Tee tee) {
       this.major = major;
       this.minor = minor;
       this.columns = columns.clone();
+      this.tee = tee;
     }
 
     @Override
     public Iterator<InternalRow> call(Iterator<InternalRow> rows) {
-      return new FoldIterator(rows, major, minor, columns);
+      return new FoldIterator(rows, major, minor, columns, null);
+    }
+
+    @Override
+    public Iterator<InternalRow> call(Integer partition, Iterator<InternalRow> rows) {
+      return new FoldIterator(rows, major, minor, columns, tee.sink(partition));
     }
   }
 
@@ -173,8 +200,14 @@ public final class Fold {
     private long segmentNumber;
     private Long lastSnapshot;
 
-    FoldIterator(Iterator<InternalRow> in, int major, int minor, int[] c) {
+    /** Where this partition's last rows also go (as flat rows), or null. */
+    private final Tee.Sink lastRows;
+    private final UnsafeProjection flat;
+
+    FoldIterator(Iterator<InternalRow> in, int major, int minor, int[] c, Tee.Sink lastRows) {
       this.in = in;
+      this.lastRows = lastRows;
+      this.flat = lastRows == null ? null : UnsafeProjection.create(HISTORY);
       this.segment = new FoldSegment(major, minor, new FoldCombiner());
       cGroup = c[0];
       cTopic = c[1];
@@ -202,6 +235,8 @@ public final class Fold {
         primed = true;
         if (in.hasNext()) {
           pending = process(in.next(), null);
+        } else if (lastRows != null) {
+          lastRows.finish();
         }
       }
       return pending != null;
@@ -220,7 +255,16 @@ public final class Fold {
         endShare(out);
         pending = null;
       }
-      return new GenericInternalRow(out);
+      GenericInternalRow row = new GenericInternalRow(out);
+      if (lastRows != null) {
+        if (Boolean.TRUE.equals(out[OUT_LAST])) {
+          lastRows.add(flat.apply(row).copy());
+        }
+        if (pending == null) {
+          lastRows.finish();
+        }
+      }
+      return row;
     }
 
     private ArrayData batchesValue() {

@@ -6,6 +6,6 @@ public final class Probe {
 
   /** Bumped when a fast path's contract with the Python side changes. */
   public static int version() {
-    return 3;
+    return 4;
   }
 }
