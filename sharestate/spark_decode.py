@@ -153,18 +153,23 @@ def _decode(
     selected = df.filter(right_topic).select(*_INPUT_COLUMNS)
     tee = None
     if fast_tier is None:
-        all_rows = fallible = selected.mapInArrow(body, from_arrow_schema(arrow_schema))
+        all_rows = selected.mapInArrow(body, from_arrow_schema(arrow_schema))
     else:
         # The JVM's own rows, and the rows it flags through the Python decoder (the JVM pass
         # hands them over, see DecodeShareState.tiers). One pass with a scalar Arrow UDF
         # filling in the flagged rows measured no faster on local[2]: Spark then sends every
         # row (mostly nulls) through Python and back.
         tiered, flagged, tee = fast_tier(selected, arrow_schema)
-        # Only the Python decoder fails rows: the JVM tier flags what it cannot decode.
-        fallible = flagged.mapInArrow(body, from_arrow_schema(arrow_schema))
-        all_rows = (
-            tiered.filter(~F.col(_NEEDS_REFERENCE)).drop(_NEEDS_REFERENCE).unionByName(fallible)
+        # Only the Python decoder fails rows: the JVM tier flags what it cannot decode. Its
+        # rows say so with a literal null error, so Spark drops the JVM tier from the plan
+        # of the quarantine (a filter on the error) instead of decoding every row to find
+        # none there.
+        jvm_rows = (
+            tiered.filter(~F.col(_NEEDS_REFERENCE))
+            .drop(_NEEDS_REFERENCE)
+            .withColumn("decode_error", F.lit(None).cast("string"))
         )
+        all_rows = jvm_rows.unionByName(flagged.mapInArrow(body, from_arrow_schema(arrow_schema)))
     reason = F.concat(
         F.lit("wrong topic: row is from topic "),
         F.coalesce(F.col("topic"), F.lit("<null>")),
@@ -184,9 +189,7 @@ def _decode(
     records = all_rows.filter(ok).drop("decode_error")
     if keep_bytes is None:
         records = records.drop("key", "value")
-    # From the rows that can fail only: filtering every row would decode the whole export
-    # on the JVM to find none there.
-    quarantine = fallible.filter(~ok).select(
+    quarantine = all_rows.filter(~ok).select(
         F.lit(source).alias("source"),
         "source_partition",
         "source_offset",
