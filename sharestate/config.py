@@ -59,6 +59,16 @@ class JobConfig:
     #: exported partition + 1, whichever fits the export).
     state_topic_partitions: int | str = "auto"
 
+    def read_paths(self) -> dict[str, str | None]:
+        """What a run reads, by the option that names it (to name it in errors). The output
+        is read too: an incremental run reads the earlier run's tables."""
+        return {
+            "--share-state": self.share_state,
+            "--consumer-offsets": self.consumer_offsets,
+            "--end-offsets": self.end_offsets,
+            "the earlier output in --output": self.output,
+        }
+
     def __post_init__(self) -> None:
         if not self.share_state:
             raise InvalidConfigError("--share-state is required: the export of __share_group_state")

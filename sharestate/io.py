@@ -9,9 +9,11 @@ missing or mistyped columns.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 from urllib.parse import urlparse
 
 from pyspark.errors import AnalysisException
@@ -55,29 +57,195 @@ def is_kafka_uri(path: str) -> bool:
     return urlparse(path).scheme == KAFKA_SCHEME
 
 
-def detect_format(spark: SparkSession, path: str) -> str:
-    """`delta` when the path holds a `_delta_log/`, else `parquet`."""
-    parsed = urlparse(path)
-    if parsed.scheme in ("", "file"):
-        local = parsed.path if parsed.scheme == "file" else path
-        if not os.path.exists(local):
-            raise InputError(f"{path}: no such file or directory")
-        return "delta" if os.path.isdir(os.path.join(local, "_delta_log")) else "parquet"
-    # Remote file systems: ask Hadoop through the JVM (classic Spark), else try Delta.
-    try:
-        context = spark.sparkContext
-        jvm, jsc = context._jvm, context._jsc
-        if jvm is None or jsc is None:
-            raise RuntimeError("no JVM")
-        hadoop_path = jvm.org.apache.hadoop.fs.Path(path.rstrip("/") + "/_delta_log")
-        fs = hadoop_path.getFileSystem(jsc.hadoopConfiguration())
-        return "delta" if fs.exists(hadoop_path) else "parquet"
-    except Exception:  # Spark Connect has no JVM handle
-        try:
-            spark.read.format("delta").load(path).schema  # noqa: B018 - probe only
+class _Folders:
+    """What the input checks ask of a file system: whether a path exists, and a folder's
+    entries. Local paths through `os`, others through Hadoop's FileSystem (classic Spark);
+    with neither (Spark Connect and a remote path) `usable` is False."""
+
+    def __init__(self, spark: SparkSession, path: str) -> None:
+        parsed = urlparse(path)
+        self.local = parsed.scheme in ("", "file")
+        self._jvm: Any = None
+        self._fs: Any = None
+        if not self.local:
+            try:
+                context = spark.sparkContext
+                jvm, jsc = context._jvm, context._jsc
+                if jvm is not None and jsc is not None:
+                    self._jvm = jvm
+                    self._fs = jvm.org.apache.hadoop.fs.Path(path).getFileSystem(
+                        jsc.hadoopConfiguration()
+                    )
+            except Exception:  # Spark Connect has no JVM handle
+                self._fs = None
+
+    @property
+    def usable(self) -> bool:
+        return self.local or self._fs is not None
+
+    @staticmethod
+    def _local(path: str) -> str:
+        parsed = urlparse(path)
+        return parsed.path if parsed.scheme == "file" else path
+
+    def exists(self, path: str) -> bool:
+        if self.local:
+            return os.path.exists(self._local(path))
+        return bool(self._fs.exists(self._jvm.org.apache.hadoop.fs.Path(path)))
+
+    def folders(self, path: str) -> list[str]:
+        """The sub-folders of `path`, as paths, sorted."""
+        if self.local:
+            local = self._local(path)
+            if not os.path.isdir(local):
+                return []
+            return sorted(
+                os.path.join(path, name)
+                for name in os.listdir(local)
+                if os.path.isdir(os.path.join(local, name))
+            )
+        statuses = self._fs.listStatus(self._jvm.org.apache.hadoop.fs.Path(path))
+        return sorted(str(status.getPath()) for status in statuses if status.isDirectory())
+
+    def files(self, path: str) -> list[str]:
+        """The names of the files directly in `path`."""
+        if self.local:
+            local = self._local(path)
+            return [n for n in os.listdir(local) if os.path.isfile(os.path.join(local, n))]
+        statuses = self._fs.listStatus(self._jvm.org.apache.hadoop.fs.Path(path))
+        return [status.getPath().getName() for status in statuses if status.isFile()]
+
+
+def _parent(path: str) -> str | None:
+    trimmed = path.rstrip("/")
+    parsed = urlparse(trimmed)
+    head, _, tail = trimmed.rpartition("/")
+    if not tail or not head or (parsed.scheme and head.endswith(":/")) or head.endswith("//"):
+        return None
+    return head
+
+
+def _enclosing_delta_table(folders: _Folders, path: str) -> str | None:
+    """The Delta table `path` lies inside (its data files or `_delta_log`), if any."""
+    current = path.rstrip("/")
+    if current.endswith("/_delta_log"):
+        return _parent(current)
+    parent = _parent(current)
+    while parent is not None:
+        if folders.exists(parent + "/_delta_log"):
+            return parent
+        parent = _parent(parent)
+    return None
+
+
+def detect_format(spark: SparkSession, path: str, what: str = "") -> str:
+    """`delta` when the path holds a `_delta_log/`, else `parquet`. A path inside a Delta
+    table is an `InputError` naming the table: its Parquet files include ones the table no
+    longer holds, so read as a folder of Parquet they would give wrong rows."""
+    named = f"{what} " if what else ""
+    folders = _Folders(spark, path)
+    if folders.usable:
+        if not folders.exists(path):
+            raise InputError(f"{named}{path}: no such file or directory")
+        if folders.exists(path.rstrip("/") + "/_delta_log"):
             return "delta"
-        except AnalysisException:
-            return "parquet"
+        table = _enclosing_delta_table(folders, path)
+        if table is not None:
+            raise InputError(
+                f"{named}{path} is inside the Delta table {table}: give the table's own path "
+                f"({table}); its files alone include rows the table has removed"
+            )
+        return "parquet"
+    try:  # No file-system handle: ask Delta itself.
+        spark.read.format("delta").load(path).schema  # noqa: B018 - probe only
+        return "delta"
+    except AnalysisException:
+        return "parquet"
+
+
+def _folder_hint(spark: SparkSession, path: str) -> str:
+    """For a folder with no data of its own: the tables in its sub-folders, to point at."""
+    folders = _Folders(spark, path)
+    if not folders.usable:
+        return ""
+    try:
+        children = folders.folders(path)
+        delta = [c for c in children if folders.exists(c + "/_delta_log")]
+        parquet = [
+            c
+            for c in children
+            if c not in delta and any(n.endswith(".parquet") for n in folders.files(c))
+        ]
+    except Exception:  # a hint only: never hide the error it explains
+        return ""
+    found = [f"{c} (Delta)" for c in delta] + [f"{c} (Parquet)" for c in parquet]
+    if not found:
+        return ""
+    shown = ", ".join(found[:_HINTED_FOLDERS])
+    more = f" and {len(found) - _HINTED_FOLDERS} more" if len(found) > _HINTED_FOLDERS else ""
+    return f". Sub-folders hold tables: {shown}{more}; give the path of one of those"
+
+
+#: How many sub-folders a hint names.
+_HINTED_FOLDERS: Final = 3
+
+
+#: Spark's error when a task, or the schema inference, cannot read one input file.
+_FAILED_READ: Final = re.compile(
+    r"\[FAILED_READ_FILE(?:\.\w+)?\] Encountered error while reading file (?P<file>\S+?)\.?(?:\s|$)"
+)
+_CAUSE: Final = re.compile(r"^Caused by: (?:[\w.$]+(?:Exception|Error): )?(?P<message>.*)$")
+
+
+@dataclass(frozen=True)
+class UnreadableFile:
+    """An input file Spark failed to read, and why (the first underlying cause)."""
+
+    file: str
+    cause: str
+
+
+def unreadable_file(err: BaseException) -> UnreadableFile | None:
+    """The file named by Spark's FAILED_READ_FILE error in `err`, if that is what it is."""
+    text = str(err)
+    found = _FAILED_READ.search(text)
+    if found is None:
+        return None
+    file = found.group("file")
+    causes = [m.group("message").strip() for m in map(_CAUSE.match, text.splitlines()) if m]
+    cause = causes[0] if causes else ""
+    # Parquet's messages start with the file's name, which the error already gives.
+    return UnreadableFile(file, "it" + cause[len(file) :] if cause.startswith(file) else cause)
+
+
+def _comparable(path: str) -> str:
+    parsed = urlparse(path)
+    local = parsed.path if parsed.scheme in ("", "file") else path
+    return local.rstrip("/") + "/"
+
+
+def unreadable_input_error(
+    err: BaseException, inputs: Mapping[str, str | None]
+) -> InputError | None:
+    """`err` as a one-line `InputError` when Spark failed to read a file of one of `inputs`
+    (option -> path; a file under none of them is named on its own)."""
+    unreadable = unreadable_file(err)
+    if unreadable is None:
+        return None
+    owner = next(
+        (
+            f"{what} {path}: "
+            for what, path in inputs.items()
+            if path and _comparable(unreadable.file).startswith(_comparable(path))
+        ),
+        "",
+    )
+    cause = f": {unreadable.cause}" if unreadable.cause else ""
+    return InputError(
+        f"{owner}cannot read the file {unreadable.file}{cause}. Every file under the path is "
+        "read as part of it: re-export or remove that file, or give a folder that holds "
+        "the export alone"
+    )
 
 
 def check_schema(df: DataFrame, what: str, path: str) -> DataFrame:
@@ -152,9 +320,22 @@ def read_export(
     """Read one export (`what` names it in messages, e.g. '--share-state')."""
     if is_kafka_uri(path):
         return Export(check_schema(_read_kafka(spark, path, topic), what, path), "kafka", path)
-    fmt = detect_format(spark, path) if input_format == "auto" else input_format
+    fmt = detect_format(spark, path, what) if input_format == "auto" else input_format
     df = _load(spark, path, fmt, what)
     return Export(check_schema(df, what, path), fmt, path)
+
+
+@contextmanager
+def unreadable_files_named(inputs: Mapping[str, str | None]) -> Iterator[None]:
+    """Turn Spark's failure to read a file of one of `inputs` (option -> path), whichever
+    action meets it, into a one-line `InputError` naming the file and the option."""
+    try:
+        yield
+    except Exception as err:
+        unreadable = unreadable_input_error(err, inputs)
+        if unreadable is None:
+            raise
+        raise unreadable from None
 
 
 def _load(spark: SparkSession, path: str, fmt: str, what: str) -> DataFrame:
@@ -165,10 +346,14 @@ def _load(spark: SparkSession, path: str, fmt: str, what: str) -> DataFrame:
     except Exception as err:
         if fmt == "delta" and _is_missing_source(err, "delta"):
             raise SparkSetupError(f"{what} {path} is a Delta table. {_DELTA_MISSING}") from None
+        unreadable = unreadable_input_error(err, {what: path})
+        if unreadable is not None:
+            raise InputError(f"{unreadable}{_folder_hint(spark, path)}") from None
         if not isinstance(err, AnalysisException):
             raise
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise InputError(f"{what} {path}: cannot be read as {fmt}: {first_line}") from None
+        hint = _folder_hint(spark, path) if "UNABLE_TO_INFER_SCHEMA" in first_line else ""
+        raise InputError(f"{what} {path}: cannot be read as {fmt}: {first_line}{hint}") from None
     return df
 
 
@@ -183,7 +368,7 @@ def read_end_offsets(spark: SparkSession, path: str, input_format: str = "auto")
     what = "--end-offsets"
     if is_kafka_uri(path):
         raise InputError(f"{what} {path}: expected a Parquet folder or a Delta table")
-    fmt = detect_format(spark, path) if input_format == "auto" else input_format
+    fmt = detect_format(spark, path, what) if input_format == "auto" else input_format
     df = _load(spark, path, fmt, what)
     types = {f.name: f.dataType for f in df.schema.fields}
     problems = [f"missing column {c}" for c in ("partition", "end_offset") if c not in types]

@@ -40,7 +40,13 @@ from sharestate.incremental import (
     read_prior_run,
     stats_columns,
 )
-from sharestate.io import Written, delta_version, read_table, write_table
+from sharestate.io import (
+    Written,
+    delta_version,
+    read_table,
+    unreadable_files_named,
+    write_table,
+)
 from sharestate.pipeline import (
     Results,
     WrittenTables,
@@ -340,7 +346,14 @@ def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any
     """Run the job: read and decode the exports, write every table, print the summary.
 
     The checkpoint is written last: a run killed before it leaves the previous run's
-    checkpoint in force, and the next incremental run redoes this one's work."""
+    checkpoint in force, and the next incremental run redoes this one's work. A file of an
+    input that Spark cannot read (corrupt, truncated, not Parquet) fails the run with an
+    `InputError` naming the file and the option, whichever stage first reads it."""
+    with unreadable_files_named(config.read_paths()):
+        return _run(spark, config, show)
+
+
+def _run(spark: SparkSession, config: JobConfig, show: int) -> dict[str, Any]:
     if config.output is None:
         raise InvalidConfigError("--output is required to write tables")
     output = config.output.rstrip("/")

@@ -33,7 +33,14 @@ from sharestate.incremental import (
     new_rows_predicate,
     processed,
 )
-from sharestate.io import Export, count_rows, deduplicate, read_end_offsets, read_export
+from sharestate.io import (
+    Export,
+    count_rows,
+    deduplicate,
+    read_end_offsets,
+    read_export,
+    unreadable_files_named,
+)
 from sharestate.records import parse_kafka_version
 from sharestate.replay import as_of, replay
 from sharestate.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
@@ -214,8 +221,9 @@ def compute(
     With `previous` (`--mode incremental`), only rows above its checkpoint are read and
     replayed, on top of its stored state: the per-record tables hold this run's new rows,
     `share_partition_state` and the audit tables everything, as a full run would."""
-    replayed = replay_exports(spark, config, previous, keep_history=True)
-    return audit_replayed(replayed, config, previous)
+    with unreadable_files_named(config.read_paths()):
+        replayed = replay_exports(spark, config, previous, keep_history=True)
+        return audit_replayed(replayed, config, previous)
 
 
 def replay_exports(

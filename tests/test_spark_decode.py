@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sharestate import encode
+from sharestate import cli, encode
 from sharestate.config import JobConfig
 from sharestate.errors import InputError, InputSchemaError
 from sharestate.io import ROW_IDENTITY, count_rows, deduplicate
@@ -253,3 +253,84 @@ def test_kafkas_golden_records_through_spark(
     assert passthrough.filter(F.col("key").isNull()).count() == 0
     assert groups.filter(F.col("is_share_record") & F.col("key").isNotNull()).count() == 0
     results.unpersist()
+
+
+# --- unreadable files and wrong paths ----------------------------------------------------------
+
+
+def _two_file_export(sample: Path, target: Path) -> list[Path]:
+    """The sample's share-state export as two Parquet files: Spark infers the schema from
+    the first, so damage to the second is met only when the rows are read."""
+    table = pq.read_table(sample / "share_state")
+    target.mkdir()
+    half = table.num_rows // 2
+    files = [target / "part-0.parquet", target / "part-1.parquet"]
+    pq.write_table(table.slice(0, half), files[0])
+    pq.write_table(table.slice(half), files[1])
+    return files
+
+
+def _damage(file: Path, how: str) -> None:
+    data = file.read_bytes()
+    if how == "truncated":
+        file.write_bytes(data[: len(data) // 2])
+    else:  # the first page's header and data overwritten; the footer intact
+        scrambled = bytes(b ^ 0x5A for b in data[4 : len(data) // 2])
+        file.write_bytes(data[:4] + scrambled + data[len(data) // 2 :])
+
+
+@pytest.mark.parametrize("how", ["truncated", "scrambled"])
+def test_an_unreadable_file_is_named_with_its_option(
+    spark: SparkSession,
+    sample: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    how: str,
+) -> None:
+    export = tmp_path / "export"
+    _damage(_two_file_export(sample, export)[1], how)
+    output = tmp_path / "out"
+    args = ["replay", "--share-state", str(export), "--output", str(output)]
+    assert cli.main([*args, "--output-format", "parquet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    assert err.startswith(f"sharestate: error: --share-state {export}: cannot read the file ")
+    assert "part-1.parquet" in err and "re-export or remove that file" in err
+    with pytest.raises(InputError, match="part-1.parquet"):  # the notebook API too
+        compute(spark, JobConfig(share_state=str(export))).share_state_records.count()
+
+
+def test_a_file_that_is_not_parquet_is_named(
+    spark: SparkSession, sample: Path, tmp_path: Path
+) -> None:
+    export = tmp_path / "export"
+    _two_file_export(sample, export)
+    (export / "export-meta.json").write_text('{"topic": "__share_group_state"}\n')
+    with pytest.raises(InputError) as err:
+        compute(spark, JobConfig(share_state=str(export)))
+    message = str(err.value)
+    assert message.startswith(f"--share-state {export}: cannot read the file ")
+    assert "export-meta.json: it is not a Parquet file" in message
+
+
+def test_a_path_inside_a_delta_table_names_the_table(
+    spark: SparkSession, sample: Path, tmp_path: Path
+) -> None:
+    table = tmp_path / "delta_export"
+    spark.read.parquet(str(sample / "share_state")).write.format("delta").save(str(table))
+    with pytest.raises(InputError) as err:
+        compute(spark, JobConfig(share_state=str(table / "_delta_log")))
+    assert str(err.value).startswith(
+        f"--share-state {table / '_delta_log'} is inside the Delta table {table}:"
+    )
+
+
+def test_a_folder_of_tables_names_them(spark: SparkSession, sample: Path) -> None:
+    with pytest.raises(InputError) as err:
+        compute(spark, JobConfig(share_state=str(sample)))
+    message = str(err.value)
+    assert "UNABLE_TO_INFER_SCHEMA" in message
+    assert message.endswith(
+        f"Sub-folders hold tables: {sample / 'consumer_offsets'} (Parquet), "
+        f"{sample / 'share_state'} (Parquet); give the path of one of those"
+    )
