@@ -504,14 +504,25 @@ def write_table(
     return Written(df.sparkSession.read.parquet(path).count(), None)
 
 
-def _write_parquet_swapped(df: DataFrame, path: str) -> None:
-    spark = df.sparkSession
+def _hadoop(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    """Hadoop's FileSystem for `path`, and a factory of its Path objects."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    staged = jvm.org.apache.hadoop.fs.Path(path.rstrip("/") + ".sharestate-new")
-    retired = jvm.org.apache.hadoop.fs.Path(path.rstrip("/") + ".sharestate-old")
+    make_path = jvm.org.apache.hadoop.fs.Path
+    return make_path(path).getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), make_path
+
+
+def _previous_copy(path: str) -> str:
+    """Where a Parquet table's previous version waits until the run that replaced it ends."""
+    return path.rstrip("/") + ".sharestate-old"
+
+
+def _write_parquet_swapped(df: DataFrame, path: str) -> None:
+    spark = df.sparkSession
+    fs, make_path = _hadoop(spark, path)
+    hadoop_path = make_path(path)
+    staged = make_path(path.rstrip("/") + ".sharestate-new")
+    retired = make_path(_previous_copy(path))
     fs.delete(staged, True)
     df.write.mode("overwrite").parquet(staged.toString())
     fs.delete(retired, True)
@@ -520,7 +531,38 @@ def _write_parquet_swapped(df: DataFrame, path: str) -> None:
     if not fs.rename(staged, hadoop_path):
         fs.rename(retired, hadoop_path)
         raise InputError(f"{path}: cannot move the new table into place")
-    fs.delete(retired, True)
+
+
+def keep_writes(spark: SparkSession, written: Mapping[str, Written], output_format: str) -> None:
+    """A run that replaced the tables at `written`'s paths has ended well: drop the previous
+    Parquet tables kept for `undo_writes` (Delta keeps its versions itself)."""
+    if output_format != "parquet":
+        return
+    for path in written:
+        fs, make_path = _hadoop(spark, path)
+        fs.delete(make_path(_previous_copy(path)), True)
+
+
+def undo_writes(spark: SparkSession, written: Mapping[str, Written], output_format: str) -> None:
+    """Put back the tables a failed run replaced (path -> what it wrote there): a Delta table
+    is restored to the version before the run's commit (a new commit, so the run's own stays
+    in the history), a Parquet table gets its previous files back; a table the run created
+    is removed."""
+    for path, wrote in reversed(list(written.items())):
+        fs, make_path = _hadoop(spark, path)
+        if output_format == "delta":
+            if wrote.version is None:
+                continue
+            if wrote.version == 0:
+                fs.delete(make_path(path), True)
+                continue
+            table = os.path.abspath(path) if urlparse(path).scheme == "" else path
+            spark.sql(f"RESTORE TABLE delta.`{table}` TO VERSION AS OF {wrote.version - 1}")
+            continue
+        previous = make_path(_previous_copy(path))
+        fs.delete(make_path(path), True)
+        if fs.exists(previous):
+            fs.rename(previous, make_path(path))
 
 
 def read_table(

@@ -43,7 +43,9 @@ from sharestate.incremental import (
 from sharestate.io import (
     Written,
     delta_version,
+    keep_writes,
     read_table,
+    undo_writes,
     unreadable_files_named,
     write_table,
 )
@@ -342,6 +344,18 @@ def _write(
     return written
 
 
+def _put_back(spark: SparkSession, done: dict[str, Written], output_format: str) -> None:
+    """After a failure: the tables as the run found them, so that the output is the earlier
+    run's throughout, not partly this one's. (A killed run cannot do this; see README.)"""
+    if not done:
+        return
+    log.warning("the run failed: putting back the %d table(s) it had written", len(done))
+    try:
+        undo_writes(spark, done, output_format)
+    except Exception:  # the run's own error is the one to report
+        log.exception("could not put back every table written before the failure")
+
+
 def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any]:
     """Run the job: read and decode the exports, write every table, print the summary.
 
@@ -375,11 +389,17 @@ def _run(spark: SparkSession, config: JobConfig, show: int) -> dict[str, Any]:
         keep_history=previous is not None,
         read_back=previous is None,
     )
+    done: dict[str, Written] = {}  # path -> what this run wrote there, put back if it fails
+
+    def write(name: str, df: DataFrame) -> int | None:
+        done[f"{output}/{name}"] = _write(spark, df, output, name, config, previous)
+        return done[f"{output}/{name}"].version
+
     try:
         first = replayed.tables()
         versions: dict[str, int | None] = {}  # table -> the Delta commit this run made
         for name, df in first.items():
-            versions[name] = _write(spark, df, output, name, config, previous).version
+            versions[name] = write(name, df)
         written = None
         if previous is None:
             written_table = partial(_read_back, spark, output, config.output_format, None)
@@ -392,7 +412,7 @@ def _run(spark: SparkSession, config: JobConfig, show: int) -> dict[str, Any]:
         results = audit_replayed(replayed, config, previous, written)
         for name, df in results.tables().items():
             if name not in first:
-                versions[name] = _write(spark, df, output, name, config, previous).version
+                versions[name] = write(name, df)
         log.info("counting the run summary")
         summary = summarize(_as_written(spark, results, output, config.output_format, previous))
         state_version = versions["share_partition_state"]
@@ -410,16 +430,26 @@ def _run(spark: SparkSession, config: JobConfig, show: int) -> dict[str, Any]:
             spark, previous.prior if previous else None, read, state_version, carried
         )
         if config.as_of is None:  # a replay "as of" the past is not a point to go on from
-            write_table(checkpoint, f"{output}/{CHECKPOINT_TABLE}", config.output_format)
+            path = f"{output}/{CHECKPOINT_TABLE}"
+            done[path] = write_table(checkpoint, path, config.output_format)
+    except BaseException:
+        _put_back(spark, done, config.output_format)
+        raise
     finally:
         replayed.unpersist()  # and what the audits cached (the same list)
+    keep_writes(spark, done, config.output_format)
     summary["mode"] = "incremental" if previous is not None else "full"
     summary["run_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     summary_df = spark.createDataFrame(
         [(summary["run_at"], json.dumps(summary, sort_keys=True))],
         "run_at string, summary_json string",
     )
-    write_table(summary_df, f"{config.output.rstrip('/')}/run_summary", config.output_format)
+    summary_path = f"{output}/run_summary"
+    keep_writes(
+        spark,
+        {summary_path: write_table(summary_df, summary_path, config.output_format)},
+        config.output_format,
+    )
     _write_summary_file(config.output, summary)
     print(format_summary(summary))
     if show:

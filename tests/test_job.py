@@ -176,6 +176,68 @@ def test_duplicated_and_shuffled_exports_give_the_same_tables(
         assert_df_equality(repeated, clean, ignore_row_order=True)
 
 
+def _table_rows(spark: SparkSession, output: Path, output_format: str) -> dict[str, list[str]]:
+    """Every table of an output (the checkpoint too), as its rows' texts in a fixed order."""
+    return {
+        table: sorted(
+            repr(row)
+            for row in spark.read.format(output_format).load(str(output / table)).collect()
+        )
+        for table in (*TABLES, *MAYBE_EMPTY, "_checkpoint")
+    }
+
+
+@pytest.mark.parametrize("output_format", ["delta", "parquet"])
+def test_a_failed_run_leaves_the_earlier_output_and_a_rerun_writes_it_again(
+    spark: SparkSession,
+    sample: Path,
+    tmp_path: Path,
+    output_format: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A run that fails after writing some tables puts them back: the output is the earlier
+    run's, every table of it. Run again on the same input, the job writes the same tables."""
+    output = tmp_path / "out"
+    config = JobConfig(
+        share_state=str(sample / "share_state"),
+        consumer_offsets=str(sample / "consumer_offsets"),
+        output=str(output),
+        output_format=output_format,
+    )
+    job_main(spark, config)
+    before = _table_rows(spark, output, output_format)
+
+    def failing_audits(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("audits failed (injected)")
+
+    monkeypatch.setattr("sharestate.job.audit_replayed", failing_audits)
+    caplog.set_level(logging.WARNING, logger="sharestate")
+    # Another state (--as-of half-way), so the tables it writes before failing differ.
+    with pytest.raises(RuntimeError, match="injected"):
+        job_main(spark, JobConfig(**{**config.__dict__, "as_of": _as_of_values(sample)[1]}))
+    put_back = [r.getMessage() for r in caplog.records if "putting back" in r.getMessage()]
+    assert put_back == ["the run failed: putting back the 5 table(s) it had written"]
+    assert _table_rows(spark, output, output_format) == before
+    assert not [p.name for p in output.iterdir() if ".sharestate-" in p.name]
+    monkeypatch.undo()
+
+    job_main(spark, config)
+    again = _table_rows(spark, output, output_format)
+    # The summary and the checkpoint say when they were written (the checkpoint also which
+    # Delta versions, and putting back made versions); the offsets reached are the same.
+    assert again.pop("run_summary") != before.pop("run_summary")
+    assert [_checkpointed(row) for row in again.pop("_checkpoint")] == [
+        _checkpointed(row) for row in before.pop("_checkpoint")
+    ]
+    assert again == before
+
+
+def _checkpointed(row_text: str) -> str:
+    """A checkpoint row's text up to the offset it reached."""
+    return row_text.split(", state_version=")[0]
+
+
 def _columns_with_stats(table: Path) -> set[str]:
     """The columns of the files' statistics in a Delta table's log (each file has the same)."""
     columns: set[str] = set()
