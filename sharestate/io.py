@@ -65,17 +65,11 @@ class _Folders:
     def __init__(self, spark: SparkSession, path: str) -> None:
         parsed = urlparse(path)
         self.local = parsed.scheme in ("", "file")
-        self._jvm: Any = None
         self._fs: Any = None
+        self._path: Any = None
         if not self.local:
             try:
-                context = spark.sparkContext
-                jvm, jsc = context._jvm, context._jsc
-                if jvm is not None and jsc is not None:
-                    self._jvm = jvm
-                    self._fs = jvm.org.apache.hadoop.fs.Path(path).getFileSystem(
-                        jsc.hadoopConfiguration()
-                    )
+                self._fs, self._path = _hadoop(spark, path)
             except Exception:  # Spark Connect has no JVM handle
                 self._fs = None
 
@@ -83,20 +77,15 @@ class _Folders:
     def usable(self) -> bool:
         return self.local or self._fs is not None
 
-    @staticmethod
-    def _local(path: str) -> str:
-        parsed = urlparse(path)
-        return parsed.path if parsed.scheme == "file" else path
-
     def exists(self, path: str) -> bool:
         if self.local:
-            return os.path.exists(self._local(path))
-        return bool(self._fs.exists(self._jvm.org.apache.hadoop.fs.Path(path)))
+            return os.path.exists(_local_path(path))
+        return bool(self._fs.exists(self._path(path)))
 
     def folders(self, path: str) -> list[str]:
         """The sub-folders of `path`, as paths, sorted."""
         if self.local:
-            local = self._local(path)
+            local = _local_path(path)
             if not os.path.isdir(local):
                 return []
             return sorted(
@@ -104,16 +93,22 @@ class _Folders:
                 for name in os.listdir(local)
                 if os.path.isdir(os.path.join(local, name))
             )
-        statuses = self._fs.listStatus(self._jvm.org.apache.hadoop.fs.Path(path))
+        statuses = self._fs.listStatus(self._path(path))
         return sorted(str(status.getPath()) for status in statuses if status.isDirectory())
 
     def files(self, path: str) -> list[str]:
         """The names of the files directly in `path`."""
         if self.local:
-            local = self._local(path)
+            local = _local_path(path)
             return [n for n in os.listdir(local) if os.path.isfile(os.path.join(local, n))]
-        statuses = self._fs.listStatus(self._jvm.org.apache.hadoop.fs.Path(path))
+        statuses = self._fs.listStatus(self._path(path))
         return [status.getPath().getName() for status in statuses if status.isFile()]
+
+
+def _local_path(path: str) -> str:
+    """A local path or `file:` URI as a path `os` takes."""
+    parsed = urlparse(path)
+    return parsed.path if parsed.scheme == "file" else path
 
 
 def _parent(path: str) -> str | None:
@@ -219,9 +214,7 @@ def unreadable_file(err: BaseException) -> UnreadableFile | None:
 
 
 def _comparable(path: str) -> str:
-    parsed = urlparse(path)
-    local = parsed.path if parsed.scheme in ("", "file") else path
-    return local.rstrip("/") + "/"
+    return _local_path(path).rstrip("/") + "/"
 
 
 def unreadable_input_error(
@@ -466,13 +459,15 @@ def write_table(
     replace_where: str | None = None,
     append: bool = False,
     stats_columns: Sequence[str] | None = None,
+    keep_previous: bool = False,
 ) -> Written:
     """Replace the table at `path` (or, with `replace_where`, the Delta rows matching it; or,
     with `append`, add the rows to the Delta table), and say how many rows it wrote.
 
     Readers never see a half-written table: a Delta write is one atomic commit (and the
     previous version stays readable by time travel); Parquet is written beside the table
-    and swapped in by two renames.
+    and swapped in by two renames. `keep_previous`: the previous Parquet table stays beside
+    the new one until `keep_writes` drops it or `undo_writes` puts it back.
 
     `stats_columns`: a Delta table this write creates keeps file statistics on these
     columns only (`delta.dataSkippingStatsColumns`); Delta applies table properties given
@@ -499,7 +494,7 @@ def write_table(
         return Written(int(rows) if rows is not None else None, version)
     if replace_where is not None or append:
         raise ValueError("replace_where and append need a Delta table")
-    _write_parquet_swapped(df, path)
+    _write_parquet_swapped(df, path, keep_previous)
     # Counting a Parquet table reads its files' footers only.
     return Written(df.sparkSession.read.parquet(path).count(), None)
 
@@ -517,7 +512,7 @@ def _previous_copy(path: str) -> str:
     return path.rstrip("/") + ".sharestate-old"
 
 
-def _write_parquet_swapped(df: DataFrame, path: str) -> None:
+def _write_parquet_swapped(df: DataFrame, path: str, keep_previous: bool) -> None:
     spark = df.sparkSession
     fs, make_path = _hadoop(spark, path)
     hadoop_path = make_path(path)
@@ -531,11 +526,13 @@ def _write_parquet_swapped(df: DataFrame, path: str) -> None:
     if not fs.rename(staged, hadoop_path):
         fs.rename(retired, hadoop_path)
         raise InputError(f"{path}: cannot move the new table into place")
+    if not keep_previous:
+        fs.delete(retired, True)
 
 
 def keep_writes(spark: SparkSession, written: Mapping[str, Written], output_format: str) -> None:
-    """A run that replaced the tables at `written`'s paths has ended well: drop the previous
-    Parquet tables kept for `undo_writes` (Delta keeps its versions itself)."""
+    """A run that replaced the tables at `written`'s paths (`keep_previous`) has ended well:
+    drop the previous Parquet tables kept for `undo_writes` (Delta keeps its versions)."""
     if output_format != "parquet":
         return
     for path in written:
@@ -556,8 +553,8 @@ def undo_writes(spark: SparkSession, written: Mapping[str, Written], output_form
             if wrote.version == 0:
                 fs.delete(make_path(path), True)
                 continue
-            table = os.path.abspath(path) if urlparse(path).scheme == "" else path
-            spark.sql(f"RESTORE TABLE delta.`{table}` TO VERSION AS OF {wrote.version - 1}")
+            table = _delta_table(path)
+            spark.sql(f"RESTORE TABLE {table} TO VERSION AS OF {wrote.version - 1}")
             continue
         previous = make_path(_previous_copy(path))
         fs.delete(make_path(path), True)
@@ -589,9 +586,12 @@ def delta_version(spark: SparkSession, path: str) -> int:
     return _last_commit(spark, path)[0]
 
 
+def _delta_table(path: str) -> str:
+    """The Delta table at `path` as SQL names it (delta.`path` wants an absolute path)."""
+    return f"delta.`{os.path.abspath(path) if urlparse(path).scheme == '' else path}`"
+
+
 def _last_commit(spark: SparkSession, path: str) -> tuple[int, dict[str, str]]:
     """The latest commit of the Delta table at `path`: its version and operation metrics."""
-    if urlparse(path).scheme == "":  # delta.`path` wants an absolute path
-        path = os.path.abspath(path)
-    row = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()[0]
+    row = spark.sql(f"DESCRIBE HISTORY {_delta_table(path)} LIMIT 1").collect()[0]
     return int(row["version"]), dict(row["operationMetrics"] or {})

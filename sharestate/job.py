@@ -337,6 +337,7 @@ def _write(
         replace_where=where,
         append=append,
         stats_columns=stats_columns(name),
+        keep_previous=True,
     )
     rows = f"{written.rows:,} rows" if written.rows is not None else "rows not counted"
     how = " (appended)" if append or where is not None else ""
@@ -431,7 +432,7 @@ def _run(spark: SparkSession, config: JobConfig, show: int) -> dict[str, Any]:
         )
         if config.as_of is None:  # a replay "as of" the past is not a point to go on from
             path = f"{output}/{CHECKPOINT_TABLE}"
-            done[path] = write_table(checkpoint, path, config.output_format)
+            done[path] = write_table(checkpoint, path, config.output_format, keep_previous=True)
     except BaseException:
         _put_back(spark, done, config.output_format)
         raise
@@ -444,12 +445,7 @@ def _run(spark: SparkSession, config: JobConfig, show: int) -> dict[str, Any]:
         [(summary["run_at"], json.dumps(summary, sort_keys=True))],
         "run_at string, summary_json string",
     )
-    summary_path = f"{output}/run_summary"
-    keep_writes(
-        spark,
-        {summary_path: write_table(summary_df, summary_path, config.output_format)},
-        config.output_format,
-    )
+    write_table(summary_df, f"{output}/run_summary", config.output_format)
     _write_summary_file(config.output, summary)
     print(format_summary(summary))
     if show:
