@@ -45,21 +45,21 @@ fmt: setup ## format with ruff
 test: setup setup-kafka lint ## lint, then every test (golden files are committed; Maven fetches the Kafka broker once)
 	$(PY) -m pytest -q
 
-golden: ## regenerate tests/golden/ with Kafka's own classes (needs Maven and Java 17)
-	bash tests/kafka_harness/generate_golden.sh
+golden: ## regenerate tests/kafka/golden/ with Kafka's own classes (needs Maven and Java 17)
+	bash tests/kafka/kafka_harness/generate_golden.sh
 
-# A single-node Kafka broker and the share-group driver for tests/test_kafka_broker.py (Maven, once).
-KAFKA_BROKER := tests/kafka_broker/target/kafka-4.4.0/.fetched
-$(KAFKA_BROKER): scripts/fetch_kafka.sh tests/kafka_broker/pom.xml tests/kafka_broker/dump-log/pom.xml $(wildcard tests/kafka_broker/src/main/java/sharestate/broker/*.java)
+# A single-node Kafka broker and the share-group driver for tests/kafka/test_kafka_broker.py (Maven, once).
+KAFKA_BROKER := tests/kafka/kafka_broker/target/kafka-4.4.0/.fetched
+$(KAFKA_BROKER): scripts/fetch_kafka.sh tests/kafka/kafka_broker/pom.xml tests/kafka/kafka_broker/dump-log/pom.xml $(wildcard tests/kafka/kafka_broker/src/main/java/sharestate/broker/*.java)
 	bash scripts/fetch_kafka.sh
 
 setup-kafka: $(KAFKA_BROKER) ## Kafka 4.4.0 broker jars and the share-group driver, for the broker tests (needs Maven and Java 17)
 
 test-kafka: setup setup-kafka ## only the real-broker tests, including the slow ones (restart with pruning, kafka:// and Delta re-reads)
-	SHARESTATE_KAFKA_FULL=1 $(PY) -m pytest -q tests/test_kafka_broker.py
+	SHARESTATE_KAFKA_FULL=1 $(PY) -m pytest -q tests/kafka/test_kafka_broker.py
 
-replay-corpus: ## regenerate tests/replay_corpus/ with Kafka's own ShareCoordinatorShard (needs Maven and Java 17)
-	bash tests/kafka_harness/generate_replay_corpus.sh
+replay-corpus: ## regenerate tests/kafka/replay_corpus/ with Kafka's own ShareCoordinatorShard (needs Maven and Java 17)
+	bash tests/kafka/kafka_harness/generate_replay_corpus.sh
 
 bench: setup ## decode (N=2000000) then replay (R=10000000 records, S=20000 share-partitions; half and double too)
 	$(PY) bench/bench_decode.py --records $${N:-2000000}

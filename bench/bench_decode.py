@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from sharestate import encode  # noqa: E402
-from sharestate.sample import KAFKA_EXPORT_SCHEMA  # noqa: E402
-from sharestate.wire import topic_id_to_str  # noqa: E402
+from sharestate.kafka.wire import topic_id_to_str  # noqa: E402
+from sharestate.sample.exports import KAFKA_EXPORT_SCHEMA  # noqa: E402
 
 FILES = 8  # a multiple of the 2 cores, one Spark partition each
 
@@ -148,10 +148,10 @@ def main() -> None:
 
     from pyspark.sql import functions as F
 
-    from sharestate import spark_decode
-    from sharestate.records import decode_share_state
-    from sharestate.session import local_session
-    from sharestate.tables import SHARE_STATE_RESULT_FIELDS
+    from sharestate.decode import spark as spark_decode
+    from sharestate.decode.columns import SHARE_STATE_RESULT_FIELDS
+    from sharestate.job.session import local_session
+    from sharestate.kafka.records import decode_share_state
 
     largest = max(p.stat().st_size for p in data.glob("*.parquet"))
     spark = local_session(

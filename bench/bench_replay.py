@@ -2,7 +2,7 @@
 
 For sizes N/2, N and 2N records (default N = 10,000,000 over 20,000 share-partitions, the
 share-partitions scaled with the size so logs keep their length distribution), it
-generates a skewed export with `sharestate.simulate` (cached in bench-data/), then in one
+generates a skewed export with `sharestate.sample.simulate` (cached in bench-data/), then in one
 Spark session on local[2], after one untimed pass over the N/2 export, measures:
 
 * decode: the decode step alone, decoded records to Spark's `noop` sink;
@@ -18,9 +18,9 @@ tasks), the Python driver and the Python workers.
 
 Kafka's own replay rate on the same records: the first records of the N export (a prefix
 of its state-topic partitions, in log order) go to a records file that the Java harness
-(tests/kafka_harness) replays with Kafka's ShareCoordinatorShard, single thread. That
+(tests/kafka/kafka_harness) replays with Kafka's ShareCoordinatorShard, single thread. That
 needs Maven and Java; without them (or with --no-kafka) the rate Kafka reached on the
-committed corpus (tests/replay_corpus/4.4.0/replay_bench.json) is used, and the report
+committed corpus (tests/kafka/replay_corpus/4.4.0/replay_bench.json) is used, and the report
 says so. Results go to bench-data/replay-results.json.
 """
 
@@ -44,13 +44,13 @@ sys.path.insert(0, str(ROOT))
 
 from pyspark import StorageLevel  # noqa: E402
 
-from sharestate.config import JobConfig  # noqa: E402
+from sharestate.decode.spark import Decoded, decode_share_state  # noqa: E402
 from sharestate.io import count_rows, deduplicate, read_export  # noqa: E402
+from sharestate.job.config import JobConfig  # noqa: E402
 from sharestate.jvm import Tee  # noqa: E402
+from sharestate.kafka.schemas import SHARE_STATE_TOPIC  # noqa: E402
 from sharestate.replay import replay  # noqa: E402
-from sharestate.schemas import SHARE_STATE_TOPIC  # noqa: E402
-from sharestate.simulate import SimulationSpec, simulate, write_export  # noqa: E402
-from sharestate.spark_decode import Decoded, decode_share_state  # noqa: E402
+from sharestate.sample.simulate import SimulationSpec, simulate, write_export  # noqa: E402
 
 DATA = ROOT / "bench-data"
 HARNESS = ROOT / "tests" / "kafka_harness"
@@ -103,7 +103,7 @@ def _python_worker_peaks() -> list[float]:
 def bench_session(app_name: str) -> Any:
     """The benchmarks' Spark session: local[2] with the project's defaults and jars."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from sharestate.session import local_session
+    from sharestate.job.session import local_session
 
     spark = local_session(
         app_name=app_name,
@@ -161,10 +161,13 @@ def _measure(spark: Any, export: Path) -> dict[str, float]:
 
 def _kafka_rate(export: Path, records: int, no_kafka: bool) -> dict[str, Any]:
     committed = json.loads(
-        (ROOT / "tests" / "replay_corpus" / KAFKA_RELEASE / "replay_bench.json").read_text()
+        (
+            ROOT / "tests" / "kafka" / "replay_corpus" / KAFKA_RELEASE / "replay_bench.json"
+        ).read_text()
     )
     fallback = {
-        "source": "tests/replay_corpus/4.4.0/replay_bench.json (Kafka's corpus, not these records)",
+        "source": "tests/kafka/replay_corpus/4.4.0/replay_bench.json"
+        " (Kafka's corpus, not these records)",
         "records_per_sec": committed["replay_only"]["records_per_sec_median"],
     }
     if no_kafka or not shutil.which("mvn") or not shutil.which("java"):

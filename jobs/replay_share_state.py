@@ -14,7 +14,7 @@ import sys
 from pyspark.sql import SparkSession
 
 from sharestate.errors import UsageError
-from sharestate.job import main, parse_args
+from sharestate.job.run import main, parse_args
 
 
 def run(argv: list[str]) -> int:

@@ -59,7 +59,7 @@ from pyspark.sql import functions as F
 # like `make run` (conf/spark-defaults.conf and the Delta jars in .jars/).
 spark = SparkSession.getActiveSession()
 if spark is None:
-    from sharestate.session import local_session
+    from sharestate.job.session import local_session
 
     _conf = Path("conf", "spark-defaults.conf")
     _root = next((p for p in (Path.cwd(), *Path.cwd().parents) if (p / _conf).is_file()), None)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the JVM fast paths (jvm/src/main/java) into a jar beside the other runtime jars.
 # Compiled with javac against the jars pyspark ships, so nothing downloads; the local
-# session loads every jar in that folder (sharestate/session.py). On a cluster, pass the
+# session loads every jar in that folder (sharestate/job/session.py). On a cluster, pass the
 # jar to spark-submit with --jars.
 set -euo pipefail
 python=${1:-.venv/bin/python}

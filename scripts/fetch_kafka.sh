@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Set-up for tests/test_kafka_broker.py: resolves a single-node Kafka broker (kafka_2.13 and its
+# Set-up for tests/kafka/test_kafka_broker.py: resolves a single-node Kafka broker (kafka_2.13 and its
 # runtime dependencies, Maven Central releases) and builds the share-group driver, once, into
-# tests/kafka_broker/target/kafka-<version>/ (classes + classpath.txt). For releases whose
-# DumpLogSegments lives in kafka-tools (4.3+), also tests/kafka_broker/dump-log/target/tools-<v>/.
+# tests/kafka/kafka_broker/target/kafka-<version>/ (classes + classpath.txt). For releases whose
+# DumpLogSegments lives in kafka-tools (4.3+), also tests/kafka/kafka_broker/dump-log/target/tools-<v>/.
 # Nothing is downloaded when the tests run.
 #
 # Usage: bash scripts/fetch_kafka.sh [VERSION...]     (default: 4.4.0)
@@ -11,7 +11,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BROKER_DIR="$ROOT/tests/kafka_broker"
+BROKER_DIR="$ROOT/tests/kafka/kafka_broker"
 MVN="${MVN:-mvn}"
 MVN_FLAGS=(-q -B)
 if [[ "${MVN_OFFLINE:-0}" == 1 ]]; then

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from sharestate.cli import main
+from sharestate.job.cli import main
 
 sys.exit(main())

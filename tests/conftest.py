@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-GOLDEN = Path(__file__).resolve().parent / "golden"
+from tests.support.paths import GOLDEN, ROOT
 
 
 @pytest.fixture(scope="session")
@@ -18,7 +17,7 @@ def spark() -> Iterator[object]:
     """A local[2] session with the Delta and Kafka jars set-up put in .jars/."""
     os.environ["SPARK_TESTING"] = "1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    from sharestate.session import local_session
+    from sharestate.job.session import local_session
 
     session = local_session(
         app_name="sharestate-tests",

@@ -1,0 +1,276 @@
+"""Spark wrappers of the decoder: DataFrame of exported Kafka rows -> decoded DataFrames.
+
+Decoding runs in `mapInArrow` (whole Arrow batches per Python call, see
+`sharestate.decode.arrow`); there is no row-at-a-time Python UDF on this path. Share-state
+rows first go through the JVM fast tier when the session has it (`sharestate.jvm`,
+`DecodeShareState`): it decodes the shapes it is sure of and flags every other row, and only
+the flagged rows go through Python, so quarantine reasons still come from one place. (A scalar
+`arrow_udf` returning a struct measured 40% slower here: Spark queues the other columns and
+then copies the struct's fields out.) Rows that cannot be decoded come out in a quarantine
+DataFrame with their bytes and reason, never dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    DataType,
+    IntegerType,
+    LongType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from sharestate import jvm
+from sharestate.decode.arrow import decode_group_arrays, decode_share_state_arrays
+from sharestate.decode.columns import GROUP_RESULT_FIELDS, SHARE_STATE_RESULT_FIELDS
+from sharestate.kafka.records import REASON_KINDS, group_layouts, share_state_layouts
+from sharestate.kafka.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
+
+#: The input columns the decode step reads, in order, and the types the JVM tier takes.
+_INPUT_COLUMNS: Final = ("key", "value", "partition", "offset", "timestamp")
+_JVM_INPUT_TYPES: Final = (BinaryType(), BinaryType(), IntegerType(), LongType(), TimestampType())
+_NEEDS_REFERENCE: Final = "needs_reference"
+
+QUARANTINE_COLUMNS: Final = (
+    "source",
+    "source_partition",
+    "source_offset",
+    "source_timestamp",
+    "key",
+    "value",
+    "reason",
+    "reason_kind",
+)
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """Decoded rows and quarantined rows of one export. Both are filters of `all_rows`, the
+    decoder's output: persist that one to decode once however many tables are written."""
+
+    records: DataFrame
+    quarantine: DataFrame
+    all_rows: DataFrame
+    #: False when the JVM tier decoded: keep such rows in memory and 10M of them (after a
+    #: shuffle) ran a 2 GiB local driver out of heap; `sharestate.job.pipeline` caches them on
+    #: disk only.
+    worth_caching: bool = True
+    #: The JVM tier's hand-over of the rows it flags to the Python decoder: unpersist it with
+    #: the cached rows.
+    tee: jvm.Tee | None = None
+
+
+def _reason_kind(reason: Column) -> Column:
+    """The reason's leading words from `REASON_KINDS` (e.g. `truncated`), to group rows by."""
+    kind: Column = F.lit("other")
+    for word in reversed(REASON_KINDS):
+        kind = F.when(reason.startswith(word), F.lit(word)).otherwise(kind)
+    return kind
+
+
+def spark_type(fields: list[pa.Field]) -> DataType:
+    """The Spark struct type of a list of Arrow fields."""
+    converted: DataType = from_arrow_type(pa.struct(fields))
+    return converted
+
+
+def _output_schema(result_fields: list[pa.Field]) -> pa.Schema:
+    """What the decode step hands back to Spark: source columns, decoded fields, the error,
+    and the raw bytes (set only where a table needs them)."""
+    return pa.schema(
+        [
+            pa.field("source_partition", pa.int32()),
+            pa.field("source_offset", pa.int64()),
+            # Spark passes timestamps as microseconds; the zone does not change the schema.
+            pa.field("source_timestamp", pa.timestamp("us", tz="UTC")),
+            *result_fields,
+            pa.field("key", pa.binary()),
+            pa.field("value", pa.binary()),
+        ]
+    )
+
+
+def _decode_batches(
+    decode: Callable[[pa.Array, pa.Array], pa.StructArray],
+    keep_bytes: Callable[[pa.StructArray], pa.Array] | None,
+    schema: pa.Schema,
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: source columns pass through, one decoded field per column."""
+    for batch in batches:
+        key, value = batch.column("key"), batch.column("value")
+        decoded = decode(key, value)
+        error = decoded.field("decode_error")
+        needs_bytes = pc.is_valid(error)
+        if keep_bytes is not None:
+            needs_bytes = pc.or_(needs_bytes, keep_bytes(decoded))
+        null_bytes = pa.scalar(None, pa.binary())
+        columns = [
+            batch.column("partition"),
+            batch.column("offset"),
+            batch.column("timestamp").cast(schema.field("source_timestamp").type),
+            *[decoded.field(i) for i in range(decoded.type.num_fields - 1)],
+            error,
+            pc.if_else(needs_bytes, key, null_bytes),
+            pc.if_else(needs_bytes, value, null_bytes),
+        ]
+        yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+#: A JVM fast tier: selected input rows -> (its output: the output schema plus
+#: `needs_reference`; the input rows it flags `needs_reference`, for Python to decode; the
+#: tee that hands those over).
+FastTier = Callable[[DataFrame, pa.Schema], tuple[DataFrame, DataFrame, jvm.Tee]]
+
+
+def _decode(
+    df: DataFrame,
+    expected_topic: str,
+    source: str,
+    decode: Callable[[pa.Array, pa.Array], pa.StructArray],
+    result_fields: list[pa.Field],
+    keep_bytes: Callable[[pa.StructArray], pa.Array] | None = None,
+    fast_tier: FastTier | None = None,
+) -> Decoded:
+    """Decode rows of `expected_topic`; quarantine failures and rows of any other topic.
+    With a `fast_tier`, only the rows it flags `needs_reference` go through Python."""
+    right_topic = F.coalesce(F.col("topic") == F.lit(expected_topic), F.lit(False))
+    arrow_schema = _output_schema(result_fields)
+    body = partial(_decode_batches, decode, keep_bytes, arrow_schema)
+    selected = df.filter(right_topic).select(*_INPUT_COLUMNS)
+    tee = None
+    if fast_tier is None:
+        all_rows = selected.mapInArrow(body, from_arrow_schema(arrow_schema))
+    else:
+        # The JVM's own rows, and the rows it flags through the Python decoder (the JVM pass
+        # hands them over, see DecodeShareState.tiers). One pass with a scalar Arrow UDF
+        # filling in the flagged rows measured no faster on local[2]: Spark then sends every
+        # row (mostly nulls) through Python and back.
+        tiered, flagged, tee = fast_tier(selected, arrow_schema)
+        # Only the Python decoder fails rows: the JVM tier flags what it cannot decode. Its
+        # rows say so with a literal null error, so Spark drops the JVM tier from the plan
+        # of the quarantine (a filter on the error) instead of decoding every row to find
+        # none there.
+        jvm_rows = (
+            tiered.filter(~F.col(_NEEDS_REFERENCE))
+            .drop(_NEEDS_REFERENCE)
+            .withColumn("decode_error", F.lit(None).cast("string"))
+        )
+        all_rows = jvm_rows.unionByName(flagged.mapInArrow(body, from_arrow_schema(arrow_schema)))
+    reason = F.concat(
+        F.lit("wrong topic: row is from topic "),
+        F.coalesce(F.col("topic"), F.lit("<null>")),
+        F.lit(f", but this input must hold {expected_topic}"),
+    )
+    wrong_topic = df.filter(~right_topic).select(
+        F.lit(source).alias("source"),
+        F.col("partition").alias("source_partition"),
+        F.col("offset").alias("source_offset"),
+        F.col("timestamp").alias("source_timestamp"),
+        "key",
+        "value",
+        reason.alias("reason"),
+        F.lit("wrong topic").alias("reason_kind"),
+    )
+    ok = F.col("decode_error").isNull()
+    records = all_rows.filter(ok).drop("decode_error")
+    if keep_bytes is None:
+        records = records.drop("key", "value")
+    quarantine = all_rows.filter(~ok).select(
+        F.lit(source).alias("source"),
+        "source_partition",
+        "source_offset",
+        "source_timestamp",
+        "key",
+        "value",
+        F.col("decode_error").alias("reason"),
+        _reason_kind(F.col("decode_error")).alias("reason_kind"),
+    )
+    return Decoded(
+        records,
+        quarantine.unionByName(wrong_topic),
+        all_rows,
+        worth_caching=fast_tier is None,
+        tee=tee,
+    )
+
+
+def _jvm_share_state(
+    layouts: tuple[str, ...], rows: DataFrame, arrow_schema: pa.Schema
+) -> tuple[DataFrame, DataFrame, jvm.Tee]:
+    """The JVM fast tier (`sharestate.jvm.DecodeShareState`) over selected rows: its output
+    with the `needs_reference` flag, the flagged input rows, and the tee between them."""
+    schema = StructType(
+        [
+            *from_arrow_schema(arrow_schema).fields,
+            StructField(_NEEDS_REFERENCE, BooleanType(), nullable=False),
+        ]
+    )
+    spark, csv = rows.sparkSession, ",".join(layouts)
+    # Both tiers from one call: they share one RDD of the input, so the deduplication
+    # shuffle, which adaptive execution runs when the plan becomes an RDD, runs once.
+    (tiered, flagged), tee = jvm.call_teed(
+        spark, "DecodeShareState", "tiers", rows, csv, schema.json()
+    )
+    return tiered, flagged, tee
+
+
+def _jvm_reason_not(df: DataFrame) -> str | None:
+    """Why the JVM tier cannot decode `df` in this session, or None when it can."""
+    if not jvm.available(df.sparkSession):
+        return jvm.MISSING
+    types = {f.name: f.dataType for f in df.schema.fields}
+    for name, expected in zip(_INPUT_COLUMNS, _JVM_INPUT_TYPES, strict=True):
+        if types.get(name) != expected:
+            got = types[name].simpleString() if name in types else "missing"
+            return f"input column {name} is {got}, the JVM tier takes {expected.simpleString()}"
+    return None
+
+
+def _use_jvm(df: DataFrame, engine: str) -> bool:
+    return jvm.choose(engine, "decode", _jvm_reason_not(df))
+
+
+def decode_share_state(df: DataFrame, kafka_version: str = "auto", engine: str = "auto") -> Decoded:
+    """Decode an export of `__share_group_state` (Kafka-record schema, already validated).
+
+    `engine`: "auto" uses the JVM fast tier when the session has it, "jvm" requires it, and
+    "python" decodes every row in Python. All give the same rows."""
+    layouts = share_state_layouts(kafka_version)
+    decode = partial(decode_share_state_arrays, layouts=layouts)
+    fast_tier = partial(_jvm_share_state, layouts) if _use_jvm(df, engine) else None
+    return _decode(
+        df,
+        SHARE_STATE_TOPIC,
+        "share_state",
+        decode,
+        SHARE_STATE_RESULT_FIELDS,
+        fast_tier=fast_tier,
+    )
+
+
+def _is_passthrough(decoded: pa.StructArray) -> pa.Array:
+    # Records of types this job does not decode keep their bytes in share_group_records.
+    return pc.invert(pc.fill_null(decoded.field("is_share_record"), True))
+
+
+def decode_consumer_offsets(df: DataFrame, kafka_version: str = "auto") -> Decoded:
+    """Decode an export of `__consumer_offsets`: share-group records fully; records of other
+    types are classified and passed through with their key and value bytes."""
+    decode = partial(decode_group_arrays, layouts=group_layouts(kafka_version))
+    return _decode(
+        df, CONSUMER_OFFSETS_TOPIC, "consumer_offsets", decode, GROUP_RESULT_FIELDS, _is_passthrough
+    )

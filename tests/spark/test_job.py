@@ -1,0 +1,355 @@
+"""The job as users run it: console command, config file, output tables, spark-submit."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from datetime import UTC
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from sharestate.errors import InvalidConfigError
+from sharestate.job.config import JobConfig, build_config, read_config_file
+from sharestate.job.pipeline import compute
+from sharestate.job.run import cli
+from sharestate.job.run import main as job_main
+from sharestate.sample.exports import SampleSpec, write_sample
+from tests.support.paths import ROOT
+
+pytestmark = pytest.mark.spark
+
+TABLES = (
+    "share_state_records",
+    "share_partition_state",
+    "share_partition_history",
+    "share_group_records",
+    "quarantine",
+    "delivery_counts",
+    "share_partition_segments",
+    "pruning_cutoff",
+    "share_groups",
+    "findings",
+    "run_summary",
+)
+#: Written on every run, possibly empty.
+MAYBE_EMPTY = ("poison_messages", "archived_messages")
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("sample")
+    write_sample(root, SampleSpec(records=600))
+    return root
+
+
+@pytest.mark.parametrize("output_format", ["delta", "parquet"])
+def test_replay_writes_every_table(
+    spark: SparkSession,
+    sample: Path,
+    tmp_path: Path,
+    output_format: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="sharestate")
+    out = tmp_path / "out"
+    code = cli.main(
+        [
+            "replay",
+            "--share-state",
+            str(sample / "share_state"),
+            "--consumer-offsets",
+            str(sample / "consumer_offsets"),
+            "--output",
+            str(out),
+            "--output-format",
+            output_format,
+        ]
+    )
+    assert code == 0
+    logged = caplog.messages
+    for table in TABLES:
+        rows = spark.read.format(output_format).load(str(out / table)).count()
+        assert rows > 0, table
+        if table != "run_summary":  # each stage's log line says what its table holds
+            assert any(m.startswith(f"wrote {table}: {rows:,} rows in ") for m in logged), table
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["inputs"]["share_state"]["reconciled"]
+    poison, archived = (
+        spark.read.format(output_format).load(str(out / table)).count() for table in MAYBE_EMPTY
+    )
+    assert (poison, archived) == (
+        summary["poison_messages"]["ranges"],
+        summary["archived_messages"]["ranges"],
+    )
+    findings = spark.read.format(output_format).load(str(out / "findings")).count()
+    assert findings == sum(summary["findings"]["by_severity"].values())
+    decoded = spark.read.format(output_format).load(str(out / "share_state_records"))
+    assert decoded.count() == summary["inputs"]["share_state"]["decoded"]
+    batches_type = dict(decoded.dtypes)["state_batches"]
+    assert batches_type == (
+        "array<struct<first_offset:bigint,last_offset:bigint,delivery_state:int,delivery_count:int>>"
+    )
+    if output_format == "delta":
+        per_record = {"source_partition", "source_offset", "source_timestamp"}
+        assert _columns_with_stats(out / "share_state_records") == per_record
+        assert _columns_with_stats(out / "share_group_records") == per_record
+        assert _columns_with_stats(out / "quarantine") == {"source", *per_record}
+        # Small tables keep Delta's default: the first 32 columns.
+        assert {"group_id", "topic_id", "partition"} <= _columns_with_stats(
+            out / "share_partition_state"
+        )
+
+
+def _as_of_values(sample: Path) -> list[str | None]:
+    """No --as-of, an offset and a time that each cut the sample's state log part-way."""
+    table = pq.read_table(sample / "share_state", columns=["offset", "timestamp"])
+    offsets = sorted(table.column("offset").to_pylist())
+    times = sorted(table.column("timestamp").to_pylist())
+    middle_time = times[len(times) // 2].replace(tzinfo=UTC)
+    return [None, str(offsets[len(offsets) // 2]), middle_time.isoformat()]
+
+
+@pytest.mark.parametrize("as_of_index", [0, 1, 2])
+def test_written_tables_equal_computed_ones(
+    spark: SparkSession, sample: Path, tmp_path: Path, as_of_index: int
+) -> None:
+    """The job audits the per-record tables as it wrote them (`WrittenTables`), a notebook's
+    `compute` the DataFrames it decoded and replayed: the same tables, --as-of or not."""
+    config = JobConfig(
+        share_state=str(sample / "share_state"),
+        consumer_offsets=str(sample / "consumer_offsets"),
+        output=str(tmp_path / "out"),
+        as_of=_as_of_values(sample)[as_of_index],
+    )
+    job_main(spark, config)
+    computed = compute(spark, config)
+    replayed, records = (
+        spark.read.format("delta").load(str(tmp_path / "out" / name)).count()
+        for name in ("share_partition_history", "share_state_records")
+    )
+    assert 0 < replayed < records if config.as_of else replayed == records
+    try:
+        for name, df in computed.tables().items():
+            written = spark.read.format("delta").load(str(tmp_path / "out" / name))
+            assert_df_equality(written, df, ignore_row_order=True, ignore_nullable=True)
+    finally:
+        computed.unpersist()
+
+
+def test_duplicated_and_shuffled_exports_give_the_same_tables(
+    spark: SparkSession, sample: Path, tmp_path: Path
+) -> None:
+    """Exports that repeat rows and list them out of order (at-least-once export jobs) give
+    the job's every table as the clean exports do; only the run summary counts the
+    duplicates."""
+    messy = {}
+    for name in ("share_state", "consumer_offsets"):
+        clean = spark.read.parquet(str(sample / name))
+        messy[name] = str(tmp_path / "messy" / name)
+        repeated = clean.union(clean.sample(fraction=0.5, seed=3)).orderBy(F.rand(5))
+        repeated.repartition(3).write.parquet(messy[name])
+    outputs = {"clean": tmp_path / "clean-out", "messy": tmp_path / "messy-out"}
+    duplicates = {}
+    for kind, inputs in (("clean", sample), ("messy", tmp_path / "messy")):
+        config = JobConfig(
+            share_state=str(inputs / "share_state"),
+            consumer_offsets=str(inputs / "consumer_offsets"),
+            output=str(outputs[kind]),
+        )
+        summary = job_main(spark, config)
+        duplicates[kind] = [summary["inputs"][name]["duplicates_dropped"] for name in messy]
+    # (The sample repeats one share-state row already.)
+    assert all(m > c for m, c in zip(duplicates["messy"], duplicates["clean"], strict=True))
+    for table in (*TABLES, *MAYBE_EMPTY):
+        if table == "run_summary":
+            continue
+        clean, repeated = (
+            spark.read.format("delta").load(str(outputs[kind] / table)) for kind in outputs
+        )
+        assert_df_equality(repeated, clean, ignore_row_order=True)
+
+
+def _table_rows(spark: SparkSession, output: Path, output_format: str) -> dict[str, list[str]]:
+    """Every table of an output (the checkpoint too), as its rows' texts in a fixed order."""
+    return {
+        table: sorted(
+            repr(row)
+            for row in spark.read.format(output_format).load(str(output / table)).collect()
+        )
+        for table in (*TABLES, *MAYBE_EMPTY, "_checkpoint")
+    }
+
+
+@pytest.mark.parametrize("output_format", ["delta", "parquet"])
+def test_a_failed_run_leaves_the_earlier_output_and_a_rerun_writes_it_again(
+    spark: SparkSession,
+    sample: Path,
+    tmp_path: Path,
+    output_format: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A run that fails after writing some tables puts them back: the output is the earlier
+    run's, every table of it. Run again on the same input, the job writes the same tables."""
+    output = tmp_path / "out"
+    config = JobConfig(
+        share_state=str(sample / "share_state"),
+        consumer_offsets=str(sample / "consumer_offsets"),
+        output=str(output),
+        output_format=output_format,
+    )
+    job_main(spark, config)
+    before = _table_rows(spark, output, output_format)
+
+    def failing_audits(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("audits failed (injected)")
+
+    monkeypatch.setattr("sharestate.job.run.audit_replayed", failing_audits)
+    caplog.set_level(logging.WARNING, logger="sharestate")
+    # Another state (--as-of half-way), so the tables it writes before failing differ.
+    with pytest.raises(RuntimeError, match="injected"):
+        job_main(spark, JobConfig(**{**config.__dict__, "as_of": _as_of_values(sample)[1]}))
+    put_back = [r.getMessage() for r in caplog.records if "putting back" in r.getMessage()]
+    assert put_back == ["the run failed: putting back the 5 table(s) it had written"]
+    assert _table_rows(spark, output, output_format) == before
+    assert not [p.name for p in output.iterdir() if ".sharestate-" in p.name]
+    monkeypatch.undo()
+
+    job_main(spark, config)
+    again = _table_rows(spark, output, output_format)
+    # The summary and the checkpoint say when they were written (the checkpoint also which
+    # Delta versions, and putting back made versions); the offsets reached are the same.
+    assert again.pop("run_summary") != before.pop("run_summary")
+    assert [_checkpointed(row) for row in again.pop("_checkpoint")] == [
+        _checkpointed(row) for row in before.pop("_checkpoint")
+    ]
+    assert again == before
+
+
+def _checkpointed(row_text: str) -> str:
+    """A checkpoint row's text up to the offset it reached."""
+    return row_text.split(", state_version=")[0]
+
+
+def _columns_with_stats(table: Path) -> set[str]:
+    """The columns of the files' statistics in a Delta table's log (each file has the same)."""
+    columns: set[str] = set()
+    for commit in sorted((table / "_delta_log").glob("*.json")):
+        for line in commit.read_text().splitlines():
+            added = json.loads(line).get("add")
+            if added and added.get("stats"):
+                stats = json.loads(added["stats"])
+                columns |= set(stats["nullCount"]) | set(stats.get("minValues", {}))
+    return columns
+
+
+def test_option_errors_are_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert (
+        cli.main(
+            ["replay", "--share-state", "x", "--output", str(tmp_path), "--kafka-version", "3.9"]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "share groups (KIP-932) first shipped in Kafka 4.0" in err
+    assert cli.main(["replay", "--share-state", "x"]) == 2
+    assert "--output is required" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["replay", "--output-format", "csv"])
+    assert exit_info.value.code == 2
+
+
+def test_missing_input_is_one_line_and_exit_2(
+    spark: SparkSession, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code = cli.main(
+        ["replay", "--share-state", str(tmp_path / "missing"), "--output", str(tmp_path / "o")]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("sharestate: error: --share-state") or "no such file" in err
+    assert "\n" not in err
+
+
+def test_as_of_takes_an_offset_or_a_timestamp() -> None:
+    assert JobConfig(share_state="x", as_of="1234").as_of_offset == 1234
+    moment = JobConfig(share_state="x", as_of="2026-11-21T14:05:00").as_of_timestamp
+    assert moment is not None and moment.isoformat() == "2026-11-21T14:05:00+00:00"
+    with pytest.raises(InvalidConfigError, match="--as-of 'yesterday'"):
+        JobConfig(share_state="x", as_of="yesterday")
+
+
+def test_config_file_with_command_line_override(tmp_path: Path) -> None:
+    example = read_config_file(ROOT / "conf" / "sharestate.example.toml")
+    config = build_config(example, {"output_format": "parquet", "delivery_count_limit": None})
+    assert (config.output_format, config.delivery_count_limit) == ("parquet", 5)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('share_state = "x"\nshare_stat = "typo"\n')
+    with pytest.raises(InvalidConfigError, match="unknown key\\(s\\) share_stat"):
+        read_config_file(bad)
+
+
+def test_spark_submit_runs_the_job_script(sample: Path, tmp_path: Path) -> None:
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    jars = ",".join(str(p) for p in sorted((ROOT / ".jars").glob("*.jar")))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    out = tmp_path / "submitted"
+    result = subprocess.run(
+        [
+            str(spark_submit),
+            "--master",
+            "local[2]",
+            "--jars",
+            jars,
+            "--conf",
+            "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
+            "--conf",
+            "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.sql.shuffle.partitions=2",
+            str(ROOT / "jobs" / "replay_share_state.py"),
+            "--share-state",
+            str(sample / "share_state"),
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "sharestate run summary" in result.stdout
+    assert (out / "share_state_records" / "_delta_log").is_dir()
+    bad = subprocess.run(
+        [
+            str(spark_submit),
+            "--master",
+            "local[1]",
+            str(ROOT / "jobs" / "replay_share_state.py"),
+            "--share-state",
+            str(sample / "share_state"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert bad.returncode == 2
+    # spark-submit's PythonRunner merges the script's stderr into its stdout.
+    assert "--output is required" in bad.stdout + bad.stderr

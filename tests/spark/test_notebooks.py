@@ -1,0 +1,170 @@
+"""The notebooks in notebooks/, run headless against job outputs of the sample data.
+
+Each notebook runs twice in one kernel (one Spark start-up), as a user re-runs it with other
+parameters: on an output with every table (Delta) and on one written without
+--consumer-offsets (Parquet, so `share_groups` is missing). A cell that raises fails the test
+with its traceback.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from pyspark.sql import SparkSession
+
+from sharestate.job.run import cli
+from sharestate.sample.exports import SampleSpec, write_sample
+from tests.support.paths import ROOT
+
+pytestmark = pytest.mark.spark
+
+NOTEBOOK_DIR = ROOT / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.py"))
+#: The figures each notebook shows (and saves under SHARESTATE_FIGURES) on the sample outputs.
+FIGURES = {
+    "explore_output": {
+        "state_per_group",
+        "findings",
+        "spso_over_time",
+        "delivery_counts",
+        "archived_offsets",
+        "pruning_cutoff",
+    },
+}
+#: Parameters of each run besides the output (the sample's groups are group-000 and group-001).
+PARAMETERS: dict[str, dict[str, str]] = {
+    "full": {},
+    "partial": {"SHARESTATE_TOP_N": "3", "SHARESTATE_GROUP_ID": "group-000"},
+}
+
+
+@dataclass
+class Run:
+    """One execution of a notebook: its executed cells and the figures it saved."""
+
+    notebook: str
+    cells: list[nbformat.NotebookNode]
+    figures: set[str]
+
+    @property
+    def text(self) -> str:
+        return "".join(
+            output["text"]
+            for cell in self.cells
+            for output in cell.get("outputs", [])
+            if output.get("output_type") == "stream"
+        )
+
+    @property
+    def images(self) -> int:
+        return sum(
+            "image/png" in output.get("data", {})
+            for cell in self.cells
+            for output in cell.get("outputs", [])
+        )
+
+
+@pytest.fixture(scope="session")
+def job_outputs(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The job run twice in the tests' session (`cli.main` reuses it). `full`: every table,
+    Delta, delivery-count limit 1 (so the small sample has poison messages); `partial`:
+    Parquet, without --consumer-offsets, limit 5 (no poison messages)."""
+    root = tmp_path_factory.mktemp("notebook_outputs")
+    write_sample(root / "sample", SampleSpec(records=300))
+    replay = ["replay", "--share-state", str(root / "sample" / "share_state")]
+    offsets = ["--consumer-offsets", str(root / "sample" / "consumer_offsets")]
+    full, partial = root / "full", root / "partial"
+    assert cli.main([*replay, *offsets, "--delivery-count-limit", "1", "--output", str(full)]) == 0
+    assert cli.main([*replay, "--output-format", "parquet", "--output", str(partial)]) == 0
+    return {"full": full, "partial": partial}
+
+
+@pytest.fixture(scope="session", params=NOTEBOOKS, ids=lambda path: path.stem)
+def runs(
+    request: pytest.FixtureRequest,
+    job_outputs: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, Run]:
+    """The notebook run on each job output, one after the other in one kernel; before each
+    run a cell sets the environment variables its parameters cell reads."""
+    notebook = jupytext.read(request.param)
+    figures = tmp_path_factory.mktemp(f"figures_{request.param.stem}")
+    combined = nbformat.v4.new_notebook(metadata=notebook.metadata)
+    spans = {}
+    for name, output in job_outputs.items():
+        env = {
+            "SHARESTATE_OUTPUT": str(output),
+            "SHARESTATE_OUTPUT_FORMAT": "auto",
+            "SHARESTATE_FIGURES": str(figures / name),
+            **PARAMETERS[name],
+        }
+        start = len(combined.cells)
+        combined.cells.append(nbformat.v4.new_code_cell(f"import os\nos.environ.update({env!r})"))
+        for index, cell in enumerate(copy.deepcopy(notebook.cells)):
+            cell["id"] = f"{name}-{index}"
+            combined.cells.append(cell)
+        spans[name] = (start, len(combined.cells))
+    with pytest.MonkeyPatch.context() as patch:
+        # The kernel's Spark runs small queries for a minute: the JVM's quick (C1) JIT alone
+        # halves its CPU time.
+        java_options = os.environ.get("JAVA_TOOL_OPTIONS", "")
+        patch.setenv("JAVA_TOOL_OPTIONS", f"{java_options} -XX:TieredStopAtLevel=1".strip())
+        NotebookClient(
+            combined,
+            timeout=600,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(NOTEBOOK_DIR)}},
+        ).execute()
+    return {
+        name: Run(
+            notebook=request.param.stem,
+            cells=combined.cells[start:end],
+            figures={path.stem for path in (figures / name).glob("*.png")},
+        )
+        for name, (start, end) in spans.items()
+    }
+
+
+def test_notebook_on_an_output_with_every_table(runs: dict[str, Run]) -> None:
+    run = runs["full"]
+    expected = FIGURES[run.notebook]
+    assert run.figures == expected
+    assert run.images == len(expected)
+    assert "[missing]" not in run.text
+    assert "Poison ranges, largest first" in run.text
+    assert "At or over the delivery-count limit" in run.text
+
+
+def test_notebook_on_an_output_without_consumer_offsets(runs: dict[str, Run]) -> None:
+    run = runs["partial"]
+    assert "[missing] table 'share_groups'" in run.text and "--consumer-offsets" in run.text
+    assert "No poison messages" in run.text
+    # SHARESTATE_TOP_N=3 and SHARESTATE_GROUP_ID=group-000: the SPSO table has 3 rows of it.
+    spso_cell = next(cell for cell in run.cells if '"spso_over_time"' in cell.source)
+    (table,) = (
+        output["data"]["text/plain"]
+        for output in spso_cell.outputs
+        if "text/html" in output.get("data", {})
+    )
+    assert table.count("group-000") == 3 and "group-001" not in table
+    expected = FIGURES[run.notebook]
+    assert run.figures == expected
+    assert run.images == len(expected)
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda path: path.stem)
+def test_notebook_starts_with_a_parameters_cell(notebook: Path) -> None:
+    cells = jupytext.read(notebook).cells
+    first = cells[0]
+    assert first.cell_type == "code" and "parameters" in first.metadata.get("tags", [])
+    assert 'os.environ.get("SHARESTATE_OUTPUT"' in first.source
+    assert notebook.stem in FIGURES, "add the notebook's figures to FIGURES"
+    markdown = [cell for cell in cells if cell.cell_type == "markdown"]
+    assert markdown and markdown[0].source.startswith("# "), "a title after the parameters"

@@ -1,0 +1,1 @@
+"""What several test modules share: paths, Kafka's corpus readers, builders, the broker."""
