@@ -35,19 +35,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type
 
+from sharestate.decode.columns import KEY, LOG_ORDER
+from sharestate.kafka.constants import ACKNOWLEDGED, ARCHIVED, DELIVERY_STATE_NAMES
 from sharestate.kafka.partitioning import DEFAULT_STATE_TOPIC_PARTITIONS
 from sharestate.replay.fold import LATEST_TIMESTAMP, MOVED_AT_TYPE, SINCE
 
-KEY: Final = ("group_id", "topic_id", "partition")
-LOG_ORDER: Final = ("source_partition", "source_offset")
-AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVING, ARCHIVED = 0, 1, 2, 3, 4
-DELIVERY_STATE_NAMES: Final = {
-    AVAILABLE: "Available",
-    ACQUIRED: "Acquired",
-    ACKNOWLEDGED: "Acknowledged",
-    ARCHIVING: "Archiving",  # Kafka 4.3.1+ (KIP-1191); not terminal
-    ARCHIVED: "Archived",
-}
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITIES: Final = (ERROR, WARNING, INFO)
 

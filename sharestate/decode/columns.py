@@ -10,6 +10,11 @@ from typing import Final
 
 import pyarrow as pa
 
+#: The share-partition: what Kafka keys share state by, and what the tables key rows by.
+KEY: Final = ("group_id", "topic_id", "partition")
+#: A record's place in the exported topic: partitions are independent logs.
+LOG_ORDER: Final = ("source_partition", "source_offset")
+
 STATE_BATCH_TYPE: Final = pa.struct(
     [
         pa.field("first_offset", pa.int64(), nullable=False),

@@ -25,6 +25,7 @@ from sharestate.audits import (
     audit,
 )
 from sharestate.decode import spark as spark_decode
+from sharestate.decode.columns import KEY
 from sharestate.io import (
     Export,
     count_rows,
@@ -44,7 +45,6 @@ from sharestate.kafka.records import parse_kafka_version
 from sharestate.kafka.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from sharestate.replay import as_of, replay
 from sharestate.replay.combiner import LATEST
-from sharestate.replay.fold import KEY
 
 #: What a run keeps until it is done: cached DataFrames, and the JVM passes' tees.
 Held = DataFrame | jvm.Tee

@@ -105,7 +105,7 @@ def combine(
     if len(combined) < 2:
         return combined
     if kafka >= SWEEP_SINCE:
-        return _sweep(combined)
+        return sweep(combined)
     return _pairwise(combined)
 
 
@@ -114,7 +114,7 @@ def _next_offset(offset: int) -> int:
     return offset + 1 if offset < _LONG_MAX else -_LONG_MAX - 1
 
 
-def _sweep(batches: list[Batch]) -> list[Batch]:
+def sweep(batches: list[Batch]) -> list[Batch]:
     """Kafka 4.4+: every offset takes the highest (count, state) of the batches covering
     it; runs of offsets with the same winner and no gap form one batch."""
     events = sorted(

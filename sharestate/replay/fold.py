@@ -25,12 +25,10 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from sharestate.decode.columns import STATE_BATCH_TYPE, STATE_BATCHES_TYPE
-from sharestate.replay.combiner import LATEST, SWEEP_SINCE, Batch, _sweep, combine
-from sharestate.replay.state import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, TERMINAL
+from sharestate.decode.columns import KEY, STATE_BATCH_TYPE, STATE_BATCHES_TYPE
+from sharestate.kafka.constants import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, TERMINAL
+from sharestate.replay.combiner import LATEST, SWEEP_SINCE, Batch, combine, sweep
 
-KEY: Final = ("group_id", "topic_id", "partition")
-LOG_ORDER: Final = ("source_partition", "source_offset")
 COUNT_COLUMNS: Final = {
     "available_offsets": AVAILABLE,
     "acquired_offsets": ACQUIRED,
@@ -290,7 +288,7 @@ class _Segment:
         window = current[begin:end]
         for first, last, state, _ in window:
             counts[state] -= last - first + 1
-        merged = _sweep([*window, *new])
+        merged = sweep([*window, *new])
         for first, last, state, _ in merged:
             counts[state] = counts.get(state, 0) + last - first + 1
         current[begin:end] = merged

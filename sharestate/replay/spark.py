@@ -42,14 +42,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 
 from sharestate import jvm
+from sharestate.decode.columns import KEY, LOG_ORDER
 from sharestate.replay.combiner import LATEST
 from sharestate.replay.fold import (
     COUNT_COLUMNS,
     FOLD_INPUT,
     HISTORY_FIELDS,
-    KEY,
     LATEST_TIMESTAMP,
-    LOG_ORDER,
     MOVED_AT_TYPE,
     PASSTHROUGH_FIELDS,
     SEED,

@@ -20,10 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from sharestate.kafka.constants import TERMINAL
 from sharestate.replay.combiner import LATEST, Batch, combine
-
-AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
-TERMINAL = (ACKNOWLEDGED, ARCHIVED)
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,11 +44,11 @@ import pyarrow.parquet as pq
 
 from sharestate.sample import encode
 from sharestate.kafka import schemas as s
+from sharestate.kafka.constants import ACKNOWLEDGED, ARCHIVED, AVAILABLE
 from sharestate.replay.combiner import Batch, combine
 from sharestate.kafka.partitioning import state_topic_partition
 from sharestate.kafka.wire import random_topic_id
 
-AVAILABLE, ACKNOWLEDGED, ARCHIVED = 0, 2, 4
 PARTITIONS_PER_TOPIC: Final = 16
 #: parquet-mr's default page size in rows (parquet.page.row.count.limit).
 _ROWS_PER_PAGE: Final = 20_000

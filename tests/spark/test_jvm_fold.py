@@ -21,12 +21,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from sharestate import jvm
+from sharestate.decode.columns import KEY, LOG_ORDER
 from sharestate.errors import SparkSetupError
 from sharestate.job.config import JobConfig
 from sharestate.job.pipeline import compute
 from sharestate.kafka.records import parse_kafka_version
 from sharestate.replay import replay
-from sharestate.replay.fold import HISTORY_FIELDS, KEY, LOG_ORDER
+from sharestate.replay.fold import HISTORY_FIELDS
 from sharestate.sample.exports import KAFKA_EXPORT_SCHEMA
 from sharestate.sample.simulate import SimulationSpec, simulate, write_export
 from tests.support.corpus import RELEASES, hex_bytes

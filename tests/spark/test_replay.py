@@ -229,7 +229,8 @@ def test_fold_finds_when_the_start_offset_last_moved(
     over the history (`start_offset_moves`, the reference) computes, also going on from a
     stored state."""
     from sharestate.audits import start_offset_moves
-    from sharestate.replay.fold import KEY, LATEST_TIMESTAMP, SINCE
+    from sharestate.decode.columns import KEY
+    from sharestate.replay.fold import LATEST_TIMESTAMP, SINCE
     from sharestate.sample.exports import SampleSpec, write_sample
 
     if engine == "jvm" and not available(spark):

@@ -1,0 +1,30 @@
+"""Numbers and names Kafka defines for share state, used by every part.
+
+Delivery states are Kafka's `RecordState` ids as written in a state batch's DeliveryState
+field. Record types are the names this project gives the three kinds of
+`__share_group_state` record (Kafka's ShareSnapshot, ShareUpdate, and a tombstone).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+AVAILABLE: Final = 0
+ACQUIRED: Final = 1
+ACKNOWLEDGED: Final = 2
+#: Kafka 4.3.1+ (KIP-1191, dead-letter queues): on the way to Archived, not terminal.
+ARCHIVING: Final = 3
+ARCHIVED: Final = 4
+#: States a record does not leave: delivered to completion.
+TERMINAL: Final = (ACKNOWLEDGED, ARCHIVED)
+DELIVERY_STATE_NAMES: Final = {
+    AVAILABLE: "Available",
+    ACQUIRED: "Acquired",
+    ACKNOWLEDGED: "Acknowledged",
+    ARCHIVING: "Archiving",
+    ARCHIVED: "Archived",
+}
+
+SNAPSHOT: Final = "snapshot"
+UPDATE: Final = "update"
+TOMBSTONE: Final = "tombstone"
