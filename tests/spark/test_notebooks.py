@@ -19,7 +19,7 @@ import pytest
 from nbclient import NotebookClient
 from pyspark.sql import SparkSession
 
-from sharestate.job.run import cli
+from sharestate.job import cli
 from sharestate.sample.exports import SampleSpec, write_sample
 from tests.support.paths import ROOT
 
