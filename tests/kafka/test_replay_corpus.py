@@ -26,7 +26,7 @@ from sharestate.kafka.records import decode_share_state, parse_kafka_version, sh
 from sharestate.replay.combiner import combine
 from sharestate.replay.state import STATE_FIELDS, ShareState, apply_record
 from sharestate.sample.exports import KAFKA_EXPORT_SCHEMA
-from tests.support.corpus import RELEASES, hex_bytes, sequences, share_partition_key
+from tests.support.corpus import RELEASES, hex_bytes, read_sequences, share_partition_key
 from tests.support.paths import CORPUS, GOLDEN
 
 FIELDS = STATE_FIELDS
@@ -70,7 +70,7 @@ def test_replay_matches_kafka_record_by_record(release: str) -> None:
     assert kafka is not None
     layouts = share_state_layouts(release)
     records = 0
-    for sequence in sequences(release):
+    for sequence in read_sequences(release):
         rows = []
         states: dict[str, ShareState | None] = {}
         for record in sequence["records"]:
@@ -108,7 +108,7 @@ def _spark_sample(
     """Export rows for the first sequences (one state-topic partition each) and their finals."""
     rows: list[dict[str, Any]] = []
     finals: list[dict[str, Any]] = []
-    for sequence in sequences(release):
+    for sequence in read_sequences(release):
         if sequence["sequence"] >= sequences:
             break
         finals.append(sequence)

@@ -13,7 +13,7 @@ from tests.support.paths import CORPUS
 RELEASES = sorted(p.name for p in CORPUS.iterdir() if p.is_dir())
 
 
-def sequences(release: str) -> Iterator[dict[str, Any]]:
+def read_sequences(release: str) -> Iterator[dict[str, Any]]:
     with gzip.open(CORPUS / release / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
         for line in lines:
             yield json.loads(line)

@@ -18,7 +18,7 @@ from sharestate.replay.fold import (
     fold_batches,
 )
 from sharestate.replay.state import STATE_FIELDS, offsets_by_state
-from tests.support.corpus import hex_bytes, sequences, share_partition_key
+from tests.support.corpus import hex_bytes, read_sequences, share_partition_key
 
 INPUT_SCHEMA = pa.schema(
     [
@@ -37,7 +37,7 @@ def fold_input(release: str, limit: int | None) -> tuple[list[dict[str, Any]], d
     layouts = share_state_layouts(release)
     rows: list[dict[str, Any]] = []
     expected: dict[tuple[int, int], dict[str, Any] | None] = {}
-    for sequence in sequences(release):
+    for sequence in read_sequences(release):
         if limit is not None and sequence["sequence"] >= limit:
             break
         segments: dict[str, int] = {}
