@@ -24,8 +24,13 @@ $(JARS)/.fetched: scripts/fetch_jars.sh
 	bash scripts/fetch_jars.sh $(JARS)
 	touch $@
 
+# The Python sources of the row contract the jar is built from (sharestate/jvm/contract.py
+# renders them into Contract.java): a change to them rebuilds the jar.
+JVM_CONTRACT := sharestate/jvm/contract.py sharestate/replay/fold.py sharestate/decode/columns.py \
+	sharestate/kafka/constants.py
+
 # The JVM fast paths (decode, fold), compiled against pyspark's own jars: no download.
-$(JARS)/sharestate-jvm.jar: $(VENV)/.installed scripts/build_jvm.sh $(shell find jvm/src -name '*.java')
+$(JARS)/sharestate-jvm.jar: $(VENV)/.installed scripts/build_jvm.sh $(JVM_CONTRACT) $(shell find jvm/src/main -name '*.java')
 	bash scripts/build_jvm.sh $(PY) $(JARS)
 
 setup: $(VENV)/.installed $(JARS)/.fetched $(JARS)/sharestate-jvm.jar ## virtualenv with the package, Delta and Kafka jars and the JVM fast paths in .jars/
