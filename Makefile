@@ -4,12 +4,13 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 JARS   := .jars
+TEST_JARS := .test-jars
 SAMPLE := sample
 OUT    := out
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SHARESTATE_JARS := $(abspath $(JARS))
 
-.PHONY: help setup run test lint fmt golden replay-corpus bench dist clean setup-kafka test-kafka
+.PHONY: help setup run test test-jvm lint fmt golden replay-corpus bench dist clean setup-kafka test-kafka
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -24,11 +25,20 @@ $(JARS)/.fetched: scripts/fetch_jars.sh
 	bash scripts/fetch_jars.sh $(JARS)
 	touch $@
 
+$(TEST_JARS)/.fetched: scripts/fetch_test_jars.sh
+	bash scripts/fetch_test_jars.sh $(TEST_JARS)
+	touch $@
+
+# The Python sources of the row contract the jar is built from (sharestate/jvm/contract.py
+# renders them into Contract.java): a change to them rebuilds the jar.
+JVM_CONTRACT := sharestate/jvm/contract.py sharestate/replay/fold.py sharestate/decode/columns.py \
+	sharestate/kafka/constants.py
+
 # The JVM fast paths (decode, fold), compiled against pyspark's own jars: no download.
-$(JARS)/sharestate-jvm.jar: $(VENV)/.installed scripts/build_jvm.sh $(shell find jvm/src -name '*.java')
+$(JARS)/sharestate-jvm.jar: $(VENV)/.installed scripts/build_jvm.sh $(JVM_CONTRACT) $(shell find jvm/src/main -name '*.java')
 	bash scripts/build_jvm.sh $(PY) $(JARS)
 
-setup: $(VENV)/.installed $(JARS)/.fetched $(JARS)/sharestate-jvm.jar ## virtualenv with the package, Delta and Kafka jars and the JVM fast paths in .jars/
+setup: $(VENV)/.installed $(JARS)/.fetched $(JARS)/sharestate-jvm.jar $(TEST_JARS)/.fetched ## virtualenv with the package, Delta and Kafka jars and the JVM fast paths in .jars/, JUnit in .test-jars/
 
 run: setup ## generate sample exports, run the job on them (Spark local[*]), show the replayed state
 	$(PY) -m sharestate sample --output $(SAMPLE)
@@ -42,8 +52,11 @@ lint: setup ## ruff and mypy
 fmt: setup ## format with ruff
 	$(VENV)/bin/ruff format sharestate jobs tests bench notebooks
 
-test: setup setup-kafka lint ## lint, then every test (golden files are committed; Maven fetches the Kafka broker once)
+test: setup setup-kafka lint test-jvm ## lint, the Java tests, then every test (golden files are committed; Maven fetches the Kafka broker once)
 	$(PY) -m pytest -q
+
+test-jvm: $(JARS)/sharestate-jvm.jar $(TEST_JARS)/.fetched ## the JVM fast paths' own tests (JUnit, jvm/src/test/java)
+	bash scripts/test_jvm.sh $(PY) $(JARS) $(TEST_JARS)
 
 golden: ## regenerate tests/kafka/golden/ with Kafka's own classes (needs Maven and Java 17)
 	bash tests/kafka/kafka_harness/generate_golden.sh

@@ -63,6 +63,34 @@ DECODE_ERROR_FIELD: Final = pa.field("decode_error", pa.string())
 #: Fields of the struct the share-state decoder returns per row.
 SHARE_STATE_RESULT_FIELDS: Final = [*SHARE_STATE_DECODED_FIELDS, DECODE_ERROR_FIELD]
 
+#: The export columns the decode step reads, in order (the JVM tier takes exactly these types).
+DECODE_INPUT_FIELDS: Final = [
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    # Spark passes timestamps as microseconds; the zone does not change the schema.
+    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+]
+
+#: The JVM tier's flag on each of its output rows: true when the row is left to the Python
+#: decoder (its decoded columns null, its bytes kept).
+NEEDS_REFERENCE_FIELD: Final = pa.field("needs_reference", pa.bool_(), nullable=False)
+
+
+def decoded_output_fields(result_fields: list[pa.Field]) -> list[pa.Field]:
+    """What the decode step hands back to Spark: source columns, the decoder's fields (the
+    error last), and the raw bytes (set only where a table needs them)."""
+    return [
+        pa.field("source_partition", pa.int32()),
+        pa.field("source_offset", pa.int64()),
+        pa.field("source_timestamp", pa.timestamp("us", tz="UTC")),
+        *result_fields,
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+    ]
+
+
 _TOPIC_PARTITIONS = pa.list_(
     pa.struct([pa.field("topic_id", pa.string()), pa.field("partitions", pa.list_(pa.int32()))])
 )

@@ -22,27 +22,24 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
-from pyspark.sql.types import (
-    BinaryType,
-    BooleanType,
-    DataType,
-    IntegerType,
-    LongType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.types import DataType
 
 from sharestate import jvm
 from sharestate.decode.arrow import decode_group_arrays, decode_share_state_arrays
-from sharestate.decode.columns import GROUP_RESULT_FIELDS, SHARE_STATE_RESULT_FIELDS
+from sharestate.decode.columns import (
+    DECODE_INPUT_FIELDS,
+    GROUP_RESULT_FIELDS,
+    NEEDS_REFERENCE_FIELD,
+    SHARE_STATE_RESULT_FIELDS,
+    decoded_output_fields,
+)
 from sharestate.kafka.records import REASON_KINDS, group_layouts, share_state_layouts
 from sharestate.kafka.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
 
 #: The input columns the decode step reads, in order, and the types the JVM tier takes.
-_INPUT_COLUMNS: Final = ("key", "value", "partition", "offset", "timestamp")
-_JVM_INPUT_TYPES: Final = (BinaryType(), BinaryType(), IntegerType(), LongType(), TimestampType())
-_NEEDS_REFERENCE: Final = "needs_reference"
+_INPUT_COLUMNS: Final = tuple(f.name for f in DECODE_INPUT_FIELDS)
+_JVM_INPUT_TYPES: Final = tuple(from_arrow_type(f.type) for f in DECODE_INPUT_FIELDS)
+_NEEDS_REFERENCE: Final = NEEDS_REFERENCE_FIELD.name
 
 QUARANTINE_COLUMNS: Final = (
     "source",
@@ -88,19 +85,8 @@ def spark_type(fields: list[pa.Field]) -> DataType:
 
 
 def _output_schema(result_fields: list[pa.Field]) -> pa.Schema:
-    """What the decode step hands back to Spark: source columns, decoded fields, the error,
-    and the raw bytes (set only where a table needs them)."""
-    return pa.schema(
-        [
-            pa.field("source_partition", pa.int32()),
-            pa.field("source_offset", pa.int64()),
-            # Spark passes timestamps as microseconds; the zone does not change the schema.
-            pa.field("source_timestamp", pa.timestamp("us", tz="UTC")),
-            *result_fields,
-            pa.field("key", pa.binary()),
-            pa.field("value", pa.binary()),
-        ]
-    )
+    """What the decode step hands back to Spark (`decoded_output_fields`)."""
+    return pa.schema(decoded_output_fields(result_fields))
 
 
 def _decode_batches(
@@ -213,12 +199,7 @@ def _jvm_share_state(
 ) -> tuple[DataFrame, DataFrame, jvm.Tee]:
     """The JVM fast tier (`sharestate.jvm.DecodeShareState`) over selected rows: its output
     with the `needs_reference` flag, the flagged input rows, and the tee between them."""
-    schema = StructType(
-        [
-            *from_arrow_schema(arrow_schema).fields,
-            StructField(_NEEDS_REFERENCE, BooleanType(), nullable=False),
-        ]
-    )
+    schema = from_arrow_schema(arrow_schema.append(NEEDS_REFERENCE_FIELD))
     spark, csv = rows.sparkSession, ",".join(layouts)
     # Both tiers from one call: they share one RDD of the input, so the deduplication
     # shuffle, which adaptive execution runs when the plan becomes an RDD, runs once.

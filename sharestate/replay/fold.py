@@ -96,8 +96,8 @@ HISTORY_FIELDS: Final = [
 #: records: the state (or deletion) the previous run ended with.
 SEED: Final = "stored_state"
 SEED_DELETED: Final = "stored_deleted"
-#: The fold's input columns besides the pass-through ones.
-STATE_INPUT: Final = (
+#: The record's state among the fold's input columns, typed as the history has them.
+_SCALAR_INPUT: Final = (
     "start_offset",
     "state_epoch",
     "leader_epoch",
@@ -105,21 +105,28 @@ STATE_INPUT: Final = (
     "create_timestamp",
     "write_timestamp",
     "delivery_complete_count",
-    "state_batches",
+)
+_COMPUTED_BY_NAME: Final = {f.name: f for f in COMPUTED_FIELDS}
+#: The fold's input columns besides the pass-through ones, with their types.
+STATE_INPUT_FIELDS: Final = [
+    *(_COMPUTED_BY_NAME[name] for name in _SCALAR_INPUT),
+    pa.field("state_batches", STATE_BATCHES_TYPE),
     # Seed rows only: the stored latest snapshot offset and SINCE (a seed's
     # source_timestamp is the stored LATEST_TIMESTAMP).
-    "seed_last_snapshot_offset",
-    "seed_since",
+    pa.field("seed_last_snapshot_offset", pa.int64()),
+    pa.field("seed_since", MOVED_AT_TYPE),
     # Seed rows only: the stored segment number, which the fold goes on from.
-    "seed_segment",
-)
-#: The fold's input columns, in order: the segment is not among them, the fold numbers them.
-FOLD_INPUT: Final = (
-    *(f.name for f in PASSTHROUGH_FIELDS if f.name != "segment"),
-    *STATE_INPUT,
-)
+    pa.field("seed_segment", pa.int64()),
+]
+STATE_INPUT: Final = tuple(f.name for f in STATE_INPUT_FIELDS)
+#: The fold's input columns, in order, with their types (the JVM fold checks them): the
+#: segment is not among them, the fold numbers them.
+FOLD_INPUT_FIELDS: Final = [
+    *(f for f in PASSTHROUGH_FIELDS if f.name != "segment"),
+    *STATE_INPUT_FIELDS,
+]
+FOLD_INPUT: Final = tuple(f.name for f in FOLD_INPUT_FIELDS)
 _STARTS_SEGMENT: Final = frozenset({"snapshot", "tombstone"})
-_SCALAR_INPUT: Final = STATE_INPUT[:7]
 _NO_ROW: Final = object()
 _LONG_MAX: Final = 2**63 - 1
 _DELETED_ROW: Final = (True, *([None] * (len(COMPUTED_FIELDS) - 2)), None)

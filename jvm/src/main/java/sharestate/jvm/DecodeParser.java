@@ -1,8 +1,8 @@
 package sharestate.jvm;
 
 /**
- * Parses one `__share_group_state` record the way `sharestate.records.decode_share_state` does,
- * into reusable fields, and says whether the result is certain.
+ * Parses one `__share_group_state` record the way `sharestate.kafka.records.decode_share_state`
+ * does, into reusable fields, and says whether the result is certain.
  *
  * <p>{@link #parse} returns true only when the reference decoder would decode the record
  * without error to exactly the fields held here: the key fits, the value is null on a snapshot

@@ -1,5 +1,6 @@
 package sharestate.jvm;
 
+import java.util.Arrays;
 import java.util.Iterator;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.function.FlatMapFunction;
@@ -10,16 +11,13 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.classic.SparkSession;
-import org.apache.spark.sql.types.BinaryType$;
-import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.IntegerType$;
-import org.apache.spark.sql.types.LongType$;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.sql.types.TimestampType$;
+import sharestate.jvm.Contract.DecodeInput;
+import sharestate.jvm.Contract.DecodeOutput;
 
 /**
  * The JVM fast tier of the `__share_group_state` decoder (the Python side is
- * `sharestate.spark_decode.decode_share_state`; the reference is `sharestate.records`).
+ * `sharestate.decode.spark.decode_share_state`; the reference is `sharestate.kafka.records`).
  *
  * <p>Every row comes out once. A row this tier is sure of is decoded exactly as the reference
  * decodes it; every other row (malformed in any way, unknown tags, malformed UTF-8 in the group
@@ -30,42 +28,11 @@ import org.apache.spark.sql.types.TimestampType$;
 public final class DecodeShareState {
   private DecodeShareState() {}
 
-  /** Output columns, in order: `_output_schema(SHARE_STATE_RESULT_FIELDS)` plus the flag. */
-  static final String[] COLUMNS = {
-    "source_partition",
-    "source_offset",
-    "source_timestamp",
-    "record_type",
-    "group_id",
-    "topic_id",
-    "partition",
-    "snapshot_epoch",
-    "state_epoch",
-    "leader_epoch",
-    "start_offset",
-    "create_timestamp",
-    "write_timestamp",
-    "delivery_complete_count",
-    "state_batches",
-    "layout",
-    "value_version",
-    "unknown_tagged_fields",
-    "decode_error",
-    "key",
-    "value",
-    "needs_reference",
-  };
+  /** Input columns, in order (sharestate.decode.columns.DECODE_INPUT_FIELDS). */
+  static final StructType INPUT = Schemas.of(Contract.DecodeInput.SCHEMA);
 
-  /** Input columns, in order, as `_decode` selects them. */
-  static final String[] INPUT = {"key", "value", "partition", "offset", "timestamp"};
-
-  static final DataType[] INPUT_TYPES = {
-    BinaryType$.MODULE$,
-    BinaryType$.MODULE$,
-    IntegerType$.MODULE$,
-    LongType$.MODULE$,
-    TimestampType$.MODULE$,
-  };
+  /** Output columns, in order: the decode step's columns plus the needs_reference flag. */
+  static final StructType OUTPUT = Schemas.of(Contract.DecodeOutput.SCHEMA);
 
   /**
    * Decode exported rows, as two tiers over one RDD of the input (with adaptive execution,
@@ -85,19 +52,19 @@ public final class DecodeShareState {
    * @param layoutsCsv the layouts to try in order, as `share_state_layouts` returns them, e.g.
    *     "4.2,4.0" for auto-detection or "4.1"
    * @param schemaJson the first tier's schema as Spark JSON (Python derives it from the Arrow
-   *     schema, so both decoders hand Spark the same types); its column names must be
-   *     {@link #COLUMNS}
+   *     schema, so both decoders hand Spark the same types); it must be {@link #OUTPUT}, the
+   *     schema this jar was built for
    * @return {decoded, flagged, tee}
    */
   public static Object[] tiers(Dataset<Row> rows, String layoutsCsv, String schemaJson) {
-    StructType schema = (StructType) DataType.fromJson(schemaJson);
-    String[] names = schema.fieldNames();
-    if (!java.util.Arrays.equals(names, COLUMNS)) {
+    StructType schema = Schemas.of(schemaJson);
+    if (!schema.equals(OUTPUT)) {
       throw new IllegalArgumentException(
-          "DecodeShareState: output schema columns "
-              + java.util.Arrays.toString(names)
+          "DecodeShareState: output schema "
+              + schema.json()
               + ", expected "
-              + java.util.Arrays.toString(COLUMNS));
+              + OUTPUT.json()
+              + " (columns, types and nullability)");
     }
     String[] layouts = DecodeParser.checkLayouts(layoutsCsv);
     Dataset<Row> input = checkedInput(rows);
@@ -116,21 +83,11 @@ public final class DecodeShareState {
     };
   }
 
+  /** The input columns, in order (the positions of Contract.DecodeInput), types checked. */
   private static Dataset<Row> checkedInput(Dataset<Row> rows) {
-    Dataset<Row> input = rows.select(INPUT[0], INPUT[1], INPUT[2], INPUT[3], INPUT[4]);
-    StructType inputSchema = input.schema();
-    for (int i = 0; i < INPUT.length; i++) {
-      DataType type = inputSchema.fields()[i].dataType();
-      if (!type.equals(INPUT_TYPES[i])) {
-        throw new IllegalArgumentException(
-            "DecodeShareState: input column "
-                + INPUT[i]
-                + " is "
-                + type.simpleString()
-                + ", expected "
-                + INPUT_TYPES[i].simpleString());
-      }
-    }
+    String[] names = INPUT.fieldNames();
+    Dataset<Row> input = rows.select(names[0], Arrays.copyOfRange(names, 1, names.length));
+    Schemas.positions("DecodeShareState", input.schema(), INPUT);
     return input;
   }
 
@@ -168,8 +125,8 @@ public final class DecodeShareState {
         public boolean hasNext() {
           while (next == null && rows.hasNext()) {
             InternalRow row = rows.next();
-            byte[] key = row.isNullAt(0) ? null : row.getBinary(0);
-            byte[] value = row.isNullAt(1) ? null : row.getBinary(1);
+            byte[] key = DecodeWriter.bytes(row, DecodeInput.KEY);
+            byte[] value = DecodeWriter.bytes(row, DecodeInput.VALUE);
             if (!parser.parse(key, value)) {
               next = flat.apply(row).copy();
             }
@@ -226,7 +183,7 @@ public final class DecodeShareState {
         public InternalRow next() {
           InternalRow in = rows.next();
           UnsafeRow out = writer.decode(in);
-          if (out.getBoolean(DecodeWriter.NEEDS_REFERENCE)) {
+          if (out.getBoolean(DecodeOutput.NEEDS_REFERENCE)) {
             flagged.add(flat.apply(in).copy());
           }
           return out;

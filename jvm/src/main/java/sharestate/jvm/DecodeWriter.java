@@ -5,50 +5,47 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.expressions.codegen.UnsafeArrayWriter;
 import org.apache.spark.sql.catalyst.expressions.codegen.UnsafeRowWriter;
+import sharestate.jvm.Contract.DecodeInput;
+import sharestate.jvm.Contract.DecodeOutput;
+import sharestate.jvm.Contract.RecordType;
+import sharestate.jvm.Contract.StateBatch;
 
 /**
- * Turns input rows (key, value, partition, offset, timestamp) into output rows of
- * {@link DecodeShareState#COLUMNS}, written straight into one reused UnsafeRow buffer: no
- * per-record objects beyond the input's byte arrays. Strings are written as their UTF-8 bytes
- * (an UnsafeRow stores a string exactly as it stores binary).
+ * Turns input rows (Contract.DecodeInput: key, value, partition, offset, timestamp) into output
+ * rows of {@link DecodeShareState#OUTPUT} (positions: Contract.DecodeOutput), written straight
+ * into one reused UnsafeRow buffer: no per-record objects beyond the input's byte arrays.
+ * Strings are written as their UTF-8 bytes (an UnsafeRow stores a string exactly as it stores
+ * binary).
  */
 final class DecodeWriter {
-  // Output ordinals (DecodeShareState.COLUMNS).
-  private static final int SOURCE_PARTITION = 0;
-  private static final int SOURCE_OFFSET = 1;
-  private static final int SOURCE_TIMESTAMP = 2;
-  private static final int RECORD_TYPE = 3;
-  private static final int GROUP_ID = 4;
-  private static final int TOPIC_ID = 5;
-  private static final int PARTITION = 6;
-  private static final int SNAPSHOT_EPOCH = 7;
-  private static final int STATE_EPOCH = 8;
-  private static final int LEADER_EPOCH = 9;
-  private static final int START_OFFSET = 10;
-  private static final int CREATE_TIMESTAMP = 11;
-  private static final int WRITE_TIMESTAMP = 12;
-  private static final int DELIVERY_COMPLETE_COUNT = 13;
-  private static final int STATE_BATCHES = 14;
-  private static final int LAYOUT = 15;
-  private static final int VALUE_VERSION = 16;
-  private static final int UNKNOWN_TAGGED_FIELDS = 17;
-  private static final int DECODE_ERROR = 18;
-  private static final int KEY = 19;
-  private static final int VALUE = 20;
-  static final int NEEDS_REFERENCE = 21;
-  private static final int WIDTH = 22;
+  /** The record's value fields: null on a tombstone. */
+  private static final int[] VALUE_FIELDS = {
+    DecodeOutput.SNAPSHOT_EPOCH,
+    DecodeOutput.STATE_EPOCH,
+    DecodeOutput.LEADER_EPOCH,
+    DecodeOutput.START_OFFSET,
+    DecodeOutput.CREATE_TIMESTAMP,
+    DecodeOutput.WRITE_TIMESTAMP,
+    DecodeOutput.DELIVERY_COMPLETE_COUNT,
+  };
 
-  private static final byte[] TOMBSTONE = ascii("tombstone");
-  private static final byte[] SNAPSHOT = ascii("snapshot");
-  private static final byte[] UPDATE = ascii("update");
-  private static final byte[][] LAYOUTS = {ascii("4.0"), ascii("4.1"), ascii("4.2")};
+  private static final byte[] TOMBSTONE = ascii(RecordType.TOMBSTONE);
+  private static final byte[] SNAPSHOT = ascii(RecordType.SNAPSHOT);
+  private static final byte[] UPDATE = ascii(RecordType.UPDATE);
+  private static final byte[][] LAYOUTS = new byte[DecodeParser.LAYOUT_NAMES.length][];
   private static final byte[] BASE64URL =
       ascii("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_");
 
+  static {
+    for (int i = 0; i < LAYOUTS.length; i++) {
+      LAYOUTS[i] = ascii(DecodeParser.LAYOUT_NAMES[i]);
+    }
+  }
+
   private final DecodeParser parser;
-  private final UnsafeRowWriter row = new UnsafeRowWriter(WIDTH, 256);
+  private final UnsafeRowWriter row = new UnsafeRowWriter(DecodeOutput.WIDTH, 256);
   private final UnsafeArrayWriter batches = new UnsafeArrayWriter(row, 8);
-  private final UnsafeRowWriter batch = new UnsafeRowWriter(batches, 4);
+  private final UnsafeRowWriter batch = new UnsafeRowWriter(batches, StateBatch.WIDTH);
   private final byte[] topicId = new byte[22];
 
   DecodeWriter(String[] layouts) {
@@ -59,40 +56,45 @@ final class DecodeWriter {
     return text.getBytes(StandardCharsets.US_ASCII);
   }
 
+  /** An input row's binary column, or null. */
+  static byte[] bytes(InternalRow in, int ordinal) {
+    return in.isNullAt(ordinal) ? null : in.getBinary(ordinal);
+  }
+
   /** One output row for one input row; the returned row is reused by the next call. */
   UnsafeRow decode(InternalRow in) {
-    byte[] key = in.isNullAt(0) ? null : in.getBinary(0);
-    byte[] value = in.isNullAt(1) ? null : in.getBinary(1);
+    byte[] key = bytes(in, DecodeInput.KEY);
+    byte[] value = bytes(in, DecodeInput.VALUE);
     row.reset();
     row.zeroOutNullBytes();
-    if (in.isNullAt(2)) {
-      row.setNullAt(SOURCE_PARTITION);
+    if (in.isNullAt(DecodeInput.PARTITION)) {
+      row.setNullAt(DecodeOutput.SOURCE_PARTITION);
     } else {
-      row.write(SOURCE_PARTITION, in.getInt(2));
+      row.write(DecodeOutput.SOURCE_PARTITION, in.getInt(DecodeInput.PARTITION));
     }
-    if (in.isNullAt(3)) {
-      row.setNullAt(SOURCE_OFFSET);
+    if (in.isNullAt(DecodeInput.OFFSET)) {
+      row.setNullAt(DecodeOutput.SOURCE_OFFSET);
     } else {
-      row.write(SOURCE_OFFSET, in.getLong(3));
+      row.write(DecodeOutput.SOURCE_OFFSET, in.getLong(DecodeInput.OFFSET));
     }
-    if (in.isNullAt(4)) {
-      row.setNullAt(SOURCE_TIMESTAMP);
+    if (in.isNullAt(DecodeInput.TIMESTAMP)) {
+      row.setNullAt(DecodeOutput.SOURCE_TIMESTAMP);
     } else {
-      row.write(SOURCE_TIMESTAMP, in.getLong(4));
+      row.write(DecodeOutput.SOURCE_TIMESTAMP, in.getLong(DecodeInput.TIMESTAMP));
     }
     if (parser.parse(key, value)) {
       writeDecoded();
-      row.setNullAt(DECODE_ERROR);
-      row.setNullAt(KEY);
-      row.setNullAt(VALUE);
-      row.write(NEEDS_REFERENCE, false);
+      row.setNullAt(DecodeOutput.DECODE_ERROR);
+      row.setNullAt(DecodeOutput.KEY);
+      row.setNullAt(DecodeOutput.VALUE);
+      row.write(DecodeOutput.NEEDS_REFERENCE, false);
     } else {
-      for (int i = RECORD_TYPE; i <= DECODE_ERROR; i++) {
+      for (int i : DecodeOutput.RESULT) {
         row.setNullAt(i);
       }
-      writeBytes(KEY, key);
-      writeBytes(VALUE, value);
-      row.write(NEEDS_REFERENCE, true);
+      writeBytes(DecodeOutput.KEY, key);
+      writeBytes(DecodeOutput.VALUE, value);
+      row.write(DecodeOutput.NEEDS_REFERENCE, true);
     }
     return row.getRow();
   }
@@ -108,44 +110,44 @@ final class DecodeWriter {
   private void writeDecoded() {
     DecodeParser p = parser;
     boolean snapshot = p.recordType == DecodeParser.SNAPSHOT;
-    row.write(RECORD_TYPE, p.tombstone ? TOMBSTONE : snapshot ? SNAPSHOT : UPDATE);
-    row.write(GROUP_ID, p.key, p.groupAt, p.groupLength);
+    row.write(DecodeOutput.RECORD_TYPE, p.tombstone ? TOMBSTONE : snapshot ? SNAPSHOT : UPDATE);
+    row.write(DecodeOutput.GROUP_ID, p.key, p.groupAt, p.groupLength);
     encodeTopicId(p.key, p.topicAt);
-    row.write(TOPIC_ID, topicId);
-    row.write(PARTITION, p.partition);
-    row.setNullAt(UNKNOWN_TAGGED_FIELDS);
+    row.write(DecodeOutput.TOPIC_ID, topicId);
+    row.write(DecodeOutput.PARTITION, p.partition);
+    row.setNullAt(DecodeOutput.UNKNOWN_TAGGED_FIELDS);
     if (p.tombstone) {
-      for (int i = SNAPSHOT_EPOCH; i <= DELIVERY_COMPLETE_COUNT; i++) {
+      for (int i : VALUE_FIELDS) {
         row.setNullAt(i);
       }
       writeBatches(0); // the reference gives a tombstone an empty list, not null
-      row.setNullAt(LAYOUT);
-      row.setNullAt(VALUE_VERSION);
+      row.setNullAt(DecodeOutput.LAYOUT);
+      row.setNullAt(DecodeOutput.VALUE_VERSION);
       return;
     }
-    row.write(SNAPSHOT_EPOCH, p.snapshotEpoch);
+    row.write(DecodeOutput.SNAPSHOT_EPOCH, p.snapshotEpoch);
     if (snapshot) {
-      row.write(STATE_EPOCH, p.stateEpoch);
+      row.write(DecodeOutput.STATE_EPOCH, p.stateEpoch);
     } else {
-      row.setNullAt(STATE_EPOCH);
+      row.setNullAt(DecodeOutput.STATE_EPOCH);
     }
-    row.write(LEADER_EPOCH, p.leaderEpoch);
-    row.write(START_OFFSET, p.startOffset);
+    row.write(DecodeOutput.LEADER_EPOCH, p.leaderEpoch);
+    row.write(DecodeOutput.START_OFFSET, p.startOffset);
     if (snapshot && p.layout != DecodeParser.L40) {
-      row.write(CREATE_TIMESTAMP, p.createTimestamp);
-      row.write(WRITE_TIMESTAMP, p.writeTimestamp);
+      row.write(DecodeOutput.CREATE_TIMESTAMP, p.createTimestamp);
+      row.write(DecodeOutput.WRITE_TIMESTAMP, p.writeTimestamp);
     } else {
-      row.setNullAt(CREATE_TIMESTAMP);
-      row.setNullAt(WRITE_TIMESTAMP);
+      row.setNullAt(DecodeOutput.CREATE_TIMESTAMP);
+      row.setNullAt(DecodeOutput.WRITE_TIMESTAMP);
     }
     if (p.hasDcc) {
-      row.write(DELIVERY_COMPLETE_COUNT, p.dcc);
+      row.write(DecodeOutput.DELIVERY_COMPLETE_COUNT, p.dcc);
     } else {
-      row.setNullAt(DELIVERY_COMPLETE_COUNT);
+      row.setNullAt(DecodeOutput.DELIVERY_COMPLETE_COUNT);
     }
     writeBatches(p.batchCount);
-    row.write(LAYOUT, LAYOUTS[p.outputLayout()]);
-    row.write(VALUE_VERSION, (short) 0);
+    row.write(DecodeOutput.LAYOUT, LAYOUTS[p.outputLayout()]);
+    row.write(DecodeOutput.VALUE_VERSION, (short) 0);
   }
 
   private void writeBatches(int n) {
@@ -155,13 +157,13 @@ final class DecodeWriter {
     for (int i = 0; i < n; i++) {
       int elementStart = batches.cursor();
       batch.resetRowWriter();
-      batch.write(0, p.firstOffsets[i]);
-      batch.write(1, p.lastOffsets[i]);
-      batch.write(2, p.deliveryStates[i]);
-      batch.write(3, p.deliveryCounts[i]);
+      batch.write(StateBatch.FIRST_OFFSET, p.firstOffsets[i]);
+      batch.write(StateBatch.LAST_OFFSET, p.lastOffsets[i]);
+      batch.write(StateBatch.DELIVERY_STATE, p.deliveryStates[i]);
+      batch.write(StateBatch.DELIVERY_COUNT, p.deliveryCounts[i]);
       batches.setOffsetAndSizeFromPreviousCursor(i, elementStart);
     }
-    row.setOffsetAndSizeFromPreviousCursor(STATE_BATCHES, start);
+    row.setOffsetAndSizeFromPreviousCursor(DecodeOutput.STATE_BATCHES, start);
   }
 
   /** Kafka's Uuid.toString: unpadded base64url of the 16 bytes, 22 characters. */

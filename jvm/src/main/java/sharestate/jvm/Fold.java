@@ -13,114 +13,54 @@ import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
-import org.apache.spark.sql.types.ArrayType;
-import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.DataTypes;
-import org.apache.spark.sql.types.Metadata;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
+import sharestate.jvm.Contract.DeliveryState;
+import sharestate.jvm.Contract.FoldInput;
+import sharestate.jvm.Contract.History;
+import sharestate.jvm.Contract.MovedAt;
+import sharestate.jvm.Contract.RecordType;
+import sharestate.jvm.Contract.StateBatch;
 
 /**
- * The replay's fold (sharestate/fold.py fold_batches) on the JVM: rows sorted by
+ * The replay's fold (sharestate/replay/fold.py fold_batches) on the JVM: rows sorted by
  * (share-partition, log order) in, one history row per input row out, with the columns of
- * HISTORY_FIELDS; the fold numbers the segments (the running sum a window would give). The
- * one difference from the Python fold: state_batches is set on each segment's last row only
- * (Python also sets it on each Arrow batch's last row).
+ * HISTORY_FIELDS (their positions from {@code Contract}, generated from the Python lists); the
+ * fold numbers the segments (the running sum a window would give). The one difference from the
+ * Python fold: state_batches is set on each segment's last row only (Python also sets it on
+ * each Arrow batch's last row).
  */
 public final class Fold {
   private Fold() {}
 
-  /** The fold's input columns (sharestate/fold.py FOLD_INPUT). */
-  static final String[] INPUT = {
-    "group_id", "topic_id", "partition", "seed_segment", "source_partition", "source_offset",
-    "source_timestamp", "record_type", "start_offset", "state_epoch", "leader_epoch",
-    "snapshot_epoch", "create_timestamp", "write_timestamp", "delivery_complete_count",
-    "state_batches", "seed_last_snapshot_offset", "seed_since",
-  };
+  /** The fold's input (sharestate.replay.fold.FOLD_INPUT_FIELDS), by name, in any order. */
+  static final StructType INPUT = Schemas.of(Contract.FoldInput.SCHEMA);
 
-  static final StructType BATCH = new StructType(new StructField[] {
-    new StructField("first_offset", DataTypes.LongType, false, Metadata.empty()),
-    new StructField("last_offset", DataTypes.LongType, false, Metadata.empty()),
-    new StructField("delivery_state", DataTypes.IntegerType, false, Metadata.empty()),
-    new StructField("delivery_count", DataTypes.IntegerType, false, Metadata.empty()),
-  });
-
-  private static StructField field(String name, DataType type) {
-    return new StructField(name, type, true, Metadata.empty());
-  }
-
-  /** sharestate.fold.MOVED_AT_TYPE: where the effective start offset last moved. */
-  static final StructType MOVED_AT = new StructType(new StructField[] {
-    field("source_timestamp", DataTypes.TimestampType),
-    field("source_partition", DataTypes.IntegerType),
-    field("source_offset", DataTypes.LongType),
-  });
-
-  /** from_arrow_schema(pa.schema(HISTORY_FIELDS)). */
-  public static final StructType HISTORY = new StructType(new StructField[] {
-    field("group_id", DataTypes.StringType),
-    field("topic_id", DataTypes.StringType),
-    field("partition", DataTypes.IntegerType),
-    field("segment", DataTypes.LongType),
-    field("source_partition", DataTypes.IntegerType),
-    field("source_offset", DataTypes.LongType),
-    field("source_timestamp", DataTypes.TimestampType),
-    field("record_type", DataTypes.StringType),
-    field("deleted", DataTypes.BooleanType),
-    field("start_offset", DataTypes.LongType),
-    field("effective_start_offset", DataTypes.LongType),
-    field("state_epoch", DataTypes.IntegerType),
-    field("leader_epoch", DataTypes.IntegerType),
-    field("snapshot_epoch", DataTypes.IntegerType),
-    field("create_timestamp", DataTypes.LongType),
-    field("write_timestamp", DataTypes.LongType),
-    field("delivery_complete_count", DataTypes.IntegerType),
-    field("available_offsets", DataTypes.LongType),
-    field("acquired_offsets", DataTypes.LongType),
-    field("acknowledged_offsets", DataTypes.LongType),
-    field("archived_offsets", DataTypes.LongType),
-    field("state_batch_count", DataTypes.IntegerType),
-    field("state_batches", new ArrayType(BATCH, false)),
-    field("replay_error", DataTypes.StringType),
-    field("last_snapshot_offset", DataTypes.LongType),
-    field("last_of_share_partition", DataTypes.BooleanType),
-    field("effective_start_offset_since", MOVED_AT),
-    field("latest_source_timestamp", DataTypes.TimestampType),
-  });
-
-  static final int OUT_BATCHES = 22;
-  static final int OUT_LAST = 25;
-  static final int OUT_SINCE = 26;
-  static final int OUT_LATEST = 27;
-  static final int OUT_WIDTH = 28;
+  /** The fold's output (sharestate.replay.fold.HISTORY_FIELDS). */
+  public static final StructType HISTORY = Schemas.of(Contract.History.SCHEMA);
 
   /**
-   * sharestate.fold.fold_batches over each partition, as Kafka major.minor replays: {history,
-   * lastRows, tee}. {@code history} has a row per input row; {@code lastRows} only each
+   * sharestate.replay.fold.fold_batches over each partition, as Kafka major.minor replays:
+   * {history, lastRows, tee}. {@code history} has a row per input row; {@code lastRows} only each
    * share-partition's last row (its final state), computed by the same pass through a
    * {@link Tee}: once {@code history} has gone through a partition, the last rows of that
    * partition are read from Spark's block manager instead of folding again (release the tee
    * when done with them). Either may be computed first or alone.
    *
    * <p>Rows go in and out as Spark's internal rows: a Row encoder's generated (de)serializer
-   * for these 28 columns, with nested arrays and structs, outgrew what the JIT compiles and
+   * for these columns, with nested arrays and structs, outgrew what the JIT compiles and
    * ran interpreted, which cost more than the fold itself. With adaptive execution, turning
    * the input plan into an RDD runs its shuffle here and then (as the JVM decode does).
    */
   public static Object[] fold(Dataset<Row> input, int kafkaMajor, int kafkaMinor) {
-    StructType schema = input.schema();
-    int[] columns = new int[INPUT.length];
-    for (int i = 0; i < INPUT.length; i++) {
-      columns[i] = schema.fieldIndex(INPUT[i]);
-    }
+    int[] columns = Schemas.positions("Fold", input.schema(), INPUT);
     org.apache.spark.sql.classic.Dataset<Row> classic =
         (org.apache.spark.sql.classic.Dataset<Row>) input;
     org.apache.spark.sql.classic.SparkSession session = classic.sparkSession();
     JavaRDD<InternalRow> in = classic.queryExecution().toRdd().toJavaRDD();
     JavaRDD<InternalRow> lastRows =
         in.mapPartitions(new FoldFunction(kafkaMajor, kafkaMinor, columns, null))
-            .filter(row -> row.getBoolean(OUT_LAST));
+            .filter(row -> row.getBoolean(History.LAST_OF_SHARE_PARTITION));
     Tee tee = new Tee(lastRows);
     JavaRDD<InternalRow> history =
         in.mapPartitionsWithIndex(new FoldFunction(kafkaMajor, kafkaMinor, columns, tee), false);
@@ -159,11 +99,11 @@ public final class Fold {
     }
   }
 
-  static final UTF8String SNAPSHOT = UTF8String.fromString("snapshot");
-  static final UTF8String UPDATE = UTF8String.fromString("update");
-  static final UTF8String TOMBSTONE = UTF8String.fromString("tombstone");
-  static final UTF8String SEED = UTF8String.fromString(FoldSegment.SEED);
-  static final UTF8String SEED_DELETED = UTF8String.fromString(FoldSegment.SEED_DELETED);
+  static final UTF8String SNAPSHOT = UTF8String.fromString(RecordType.SNAPSHOT);
+  static final UTF8String UPDATE = UTF8String.fromString(RecordType.UPDATE);
+  static final UTF8String TOMBSTONE = UTF8String.fromString(RecordType.TOMBSTONE);
+  static final UTF8String SEED = UTF8String.fromString(RecordType.SEED);
+  static final UTF8String SEED_DELETED = UTF8String.fromString(RecordType.SEED_DELETED);
   private static final UTF8String[] KINDS = {UPDATE, SNAPSHOT, TOMBSTONE, SEED, SEED_DELETED};
 
   static final class FoldIterator implements Iterator<InternalRow> {
@@ -209,24 +149,24 @@ public final class Fold {
       this.lastRows = lastRows;
       this.flat = lastRows == null ? null : UnsafeProjection.create(HISTORY);
       this.segment = new FoldSegment(major, minor, new FoldCombiner());
-      cGroup = c[0];
-      cTopic = c[1];
-      cPartition = c[2];
-      cSeedSegment = c[3];
-      cSourcePartition = c[4];
-      cSourceOffset = c[5];
-      cTimestamp = c[6];
-      cType = c[7];
-      cStart = c[8];
-      cStateEpoch = c[9];
-      cLeader = c[10];
-      cSnapshotEpoch = c[11];
-      cCreated = c[12];
-      cWritten = c[13];
-      cDcc = c[14];
-      cBatches = c[15];
-      cSeedSnapshot = c[16];
-      cSeedSince = c[17];
+      cGroup = c[FoldInput.GROUP_ID];
+      cTopic = c[FoldInput.TOPIC_ID];
+      cPartition = c[FoldInput.PARTITION];
+      cSeedSegment = c[FoldInput.SEED_SEGMENT];
+      cSourcePartition = c[FoldInput.SOURCE_PARTITION];
+      cSourceOffset = c[FoldInput.SOURCE_OFFSET];
+      cTimestamp = c[FoldInput.SOURCE_TIMESTAMP];
+      cType = c[FoldInput.RECORD_TYPE];
+      cStart = c[FoldInput.START_OFFSET];
+      cStateEpoch = c[FoldInput.STATE_EPOCH];
+      cLeader = c[FoldInput.LEADER_EPOCH];
+      cSnapshotEpoch = c[FoldInput.SNAPSHOT_EPOCH];
+      cCreated = c[FoldInput.CREATE_TIMESTAMP];
+      cWritten = c[FoldInput.WRITE_TIMESTAMP];
+      cDcc = c[FoldInput.DELIVERY_COMPLETE_COUNT];
+      cBatches = c[FoldInput.STATE_BATCHES];
+      cSeedSnapshot = c[FoldInput.SEED_LAST_SNAPSHOT_OFFSET];
+      cSeedSince = c[FoldInput.SEED_SINCE];
     }
 
     @Override
@@ -251,13 +191,13 @@ public final class Fold {
       if (in.hasNext()) {
         pending = process(in.next(), out);
       } else {
-        out[OUT_BATCHES] = batchesValue();
+        out[History.STATE_BATCHES] = batchesValue();
         endShare(out);
         pending = null;
       }
       GenericInternalRow row = new GenericInternalRow(out);
       if (lastRows != null) {
-        if (Boolean.TRUE.equals(out[OUT_LAST])) {
+        if (Boolean.TRUE.equals(out[History.LAST_OF_SHARE_PARTITION])) {
           lastRows.add(flat.apply(row).copy());
         }
         if (pending == null) {
@@ -274,7 +214,12 @@ public final class Fold {
       FoldBatches b = segment.batches;
       Object[] list = new Object[b.size];
       for (int i = 0; i < b.size; i++) {
-        list[i] = new GenericInternalRow(new Object[] {b.first[i], b.last[i], b.state[i], b.count[i]});
+        Object[] batch = new Object[StateBatch.WIDTH];
+        batch[StateBatch.FIRST_OFFSET] = b.first[i];
+        batch[StateBatch.LAST_OFFSET] = b.last[i];
+        batch[StateBatch.DELIVERY_STATE] = b.state[i];
+        batch[StateBatch.DELIVERY_COUNT] = b.count[i];
+        list[i] = new GenericInternalRow(batch);
       }
       return new GenericArrayData(list);
     }
@@ -312,8 +257,9 @@ public final class Fold {
       }
       ArrayData list = row.getArray(cBatches);
       for (int i = 0, n = list.numElements(); i < n; i++) {
-        InternalRow b = list.getStruct(i, 4);
-        incoming.add(b.getLong(0), b.getLong(1), b.getInt(2), b.getInt(3));
+        InternalRow b = list.getStruct(i, StateBatch.WIDTH);
+        incoming.add(b.getLong(StateBatch.FIRST_OFFSET), b.getLong(StateBatch.LAST_OFFSET),
+            b.getInt(StateBatch.DELIVERY_STATE), b.getInt(StateBatch.DELIVERY_COUNT));
       }
     }
 
@@ -333,7 +279,7 @@ public final class Fold {
           && Objects.equals(p, partition);
       if (!samePartition || step != 0) {
         if (previous != null) {
-          previous[OUT_BATCHES] = batchesValue();
+          previous[History.STATE_BATCHES] = batchesValue();
         }
         if (!samePartition) {
           if (previous != null) {
@@ -362,53 +308,58 @@ public final class Fold {
       } else if (SEED.equals(kind) || SEED_DELETED.equals(kind)) {
         lastSnapshot = boxedLong(row, cSeedSnapshot);
       }
-      Object[] out = new Object[OUT_WIDTH];
-      out[0] = group;
-      out[1] = topic;
-      out[2] = partition;
-      out[3] = segmentNumber;
-      out[4] = boxedInt(row, cSourcePartition);
-      out[5] = sourceOffset;
-      out[6] = boxedLong(row, cTimestamp); // microseconds, Spark's internal timestamp
-      out[7] = kind;
+      Object[] out = new Object[History.WIDTH];
+      out[History.GROUP_ID] = group;
+      out[History.TOPIC_ID] = topic;
+      out[History.PARTITION] = partition;
+      out[History.SEGMENT] = segmentNumber;
+      out[History.SOURCE_PARTITION] = boxedInt(row, cSourcePartition);
+      out[History.SOURCE_OFFSET] = sourceOffset;
+      // microseconds, Spark's internal timestamp
+      out[History.SOURCE_TIMESTAMP] = boxedLong(row, cTimestamp);
+      out[History.RECORD_TYPE] = kind;
       if (segment.hasState) {
         FoldSegment st = segment;
-        out[8] = Boolean.FALSE;
-        out[9] = st.startOffset;
-        out[10] = st.effectiveStartOffset();
-        out[11] = st.stateEpoch;
-        out[12] = st.leaderEpoch;
-        out[13] = st.snapshotEpoch;
-        out[14] = st.createTimestamp;
-        out[15] = st.writeTimestamp;
-        out[16] = st.deliveryCompleteCount;
-        out[17] = st.counts[0];
-        out[18] = st.counts[1];
-        out[19] = st.counts[2];
-        out[20] = st.counts[4];
-        out[21] = st.batches.size;
+        out[History.DELETED] = Boolean.FALSE;
+        out[History.START_OFFSET] = st.startOffset;
+        out[History.EFFECTIVE_START_OFFSET] = st.effectiveStartOffset();
+        out[History.STATE_EPOCH] = st.stateEpoch;
+        out[History.LEADER_EPOCH] = st.leaderEpoch;
+        out[History.SNAPSHOT_EPOCH] = st.snapshotEpoch;
+        out[History.CREATE_TIMESTAMP] = st.createTimestamp;
+        out[History.WRITE_TIMESTAMP] = st.writeTimestamp;
+        out[History.DELIVERY_COMPLETE_COUNT] = st.deliveryCompleteCount;
+        out[History.AVAILABLE_OFFSETS] = st.counts[DeliveryState.AVAILABLE];
+        out[History.ACQUIRED_OFFSETS] = st.counts[DeliveryState.ACQUIRED];
+        out[History.ACKNOWLEDGED_OFFSETS] = st.counts[DeliveryState.ACKNOWLEDGED];
+        out[History.ARCHIVED_OFFSETS] = st.counts[DeliveryState.ARCHIVED];
+        out[History.STATE_BATCH_COUNT] = st.batches.size;
       } else {
-        out[8] = Boolean.TRUE;
+        out[History.DELETED] = Boolean.TRUE;
       }
-      out[23] = error == null ? null : UTF8String.fromString(error);
-      out[24] = lastSnapshot;
-      out[25] = Boolean.FALSE;
-      Object effectiveStart = out[10];
+      out[History.REPLAY_ERROR] = error == null ? null : UTF8String.fromString(error);
+      out[History.LAST_SNAPSHOT_OFFSET] = lastSnapshot;
+      out[History.LAST_OF_SHARE_PARTITION] = Boolean.FALSE;
+      Object effectiveStart = out[History.EFFECTIVE_START_OFFSET];
       InternalRow moved = null;
       if (SEED.equals(kind) || SEED_DELETED.equals(kind)) {
-        moved = row.isNullAt(cSeedSince) ? null : row.getStruct(cSeedSince, 3).copy();
+        moved = row.isNullAt(cSeedSince) ? null : row.getStruct(cSeedSince, MovedAt.WIDTH).copy();
       } else if (moves.changed(effectiveStart)) {
-        moved = new GenericInternalRow(new Object[] {out[6], out[4], out[5]});
+        Object[] at = new Object[MovedAt.WIDTH];
+        at[MovedAt.SOURCE_TIMESTAMP] = out[History.SOURCE_TIMESTAMP];
+        at[MovedAt.SOURCE_PARTITION] = out[History.SOURCE_PARTITION];
+        at[MovedAt.SOURCE_OFFSET] = out[History.SOURCE_OFFSET];
+        moved = new GenericInternalRow(at);
       }
-      moves.add(moved, effectiveStart, (Long) out[6]);
+      moves.add(moved, effectiveStart, (Long) out[History.SOURCE_TIMESTAMP]);
       return out;
     }
 
     /** Marks {@code last} as its share-partition's last row, with its SINCE and latest time. */
     private void endShare(Object[] last) {
-      last[OUT_LAST] = Boolean.TRUE;
-      last[OUT_SINCE] = moves.since;
-      last[OUT_LATEST] = moves.latest;
+      last[History.LAST_OF_SHARE_PARTITION] = Boolean.TRUE;
+      last[History.EFFECTIVE_START_OFFSET_SINCE] = moves.since;
+      last[History.LATEST_SOURCE_TIMESTAMP] = moves.latest;
     }
 
     private void apply(UTF8String kind, InternalRow row) throws FoldMergeException {
@@ -437,7 +388,7 @@ public final class Fold {
   }
 
   /**
-   * sharestate.fold._Moves: SINCE (the latest log position after which the effective start
+   * sharestate.replay.fold._Moves: SINCE (the latest log position after which the effective start
    * offset differed from the row before; the first row counts when it has one) and the
    * latest source timestamp of one share-partition, as
    * sharestate.audits.start_offset_moves computes them with a window.
@@ -473,15 +424,22 @@ public final class Fold {
 
     /** Spark's struct ordering of (timestamp, partition, offset): a null field first. */
     static int compareMoved(InternalRow a, InternalRow b) {
-      int c = compare(a.isNullAt(0) ? null : a.getLong(0), b.isNullAt(0) ? null : b.getLong(0));
+      int c = compare(longAt(a, MovedAt.SOURCE_TIMESTAMP), longAt(b, MovedAt.SOURCE_TIMESTAMP));
       if (c == 0) {
-        c = compare(a.isNullAt(1) ? null : (long) a.getInt(1),
-            b.isNullAt(1) ? null : (long) b.getInt(1));
+        c = compare(intAt(a, MovedAt.SOURCE_PARTITION), intAt(b, MovedAt.SOURCE_PARTITION));
       }
       if (c == 0) {
-        c = compare(a.isNullAt(2) ? null : a.getLong(2), b.isNullAt(2) ? null : b.getLong(2));
+        c = compare(longAt(a, MovedAt.SOURCE_OFFSET), longAt(b, MovedAt.SOURCE_OFFSET));
       }
       return c;
+    }
+
+    private static Long longAt(InternalRow row, int i) {
+      return row.isNullAt(i) ? null : row.getLong(i);
+    }
+
+    private static Long intAt(InternalRow row, int i) {
+      return row.isNullAt(i) ? null : (long) row.getInt(i);
     }
 
     static int compare(Long a, Long b) {

@@ -1,7 +1,7 @@
 package sharestate.jvm;
 
 /**
- * Kafka's batch merge (sharestate/combiner.py): 4.0-4.3 pairwise sorted-set merge, 4.4+
+ * Kafka's batch merge (sharestate/replay/combiner.py): 4.0-4.3 pairwise sorted-set merge, 4.4+
  * sweep. Reuses its scratch arrays, so one instance serves one thread.
  */
 final class FoldCombiner {

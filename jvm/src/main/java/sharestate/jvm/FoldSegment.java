@@ -1,9 +1,9 @@
 package sharestate.jvm;
 
-/** One share-partition's state while a segment is folded (sharestate/fold.py _Segment). */
+import sharestate.jvm.Contract.DeliveryState;
+
+/** One share-partition's state while a segment is folded (sharestate/replay/fold.py _Segment). */
 final class FoldSegment {
-  static final String SEED = "stored_state";
-  static final String SEED_DELETED = "stored_deleted";
 
   private final boolean sweep;
   private final boolean earlyAccess; // Kafka < 4.1
@@ -17,8 +17,8 @@ final class FoldSegment {
   private final FoldBatches merged = new FoldBatches();
   private final FoldBatches sortedCopy = new FoldBatches();
   boolean canonical;
-  /** Offsets per delivery state 0..4 (only 0, 1, 2 and 4 are reported). */
-  final long[] counts = new long[5];
+  /** Offsets per delivery state 0..ARCHIVED (ARCHIVING is not reported). */
+  final long[] counts = new long[DeliveryState.ARCHIVED + 1];
   long startOffset;
   int stateEpoch;
   int leaderEpoch;
@@ -49,7 +49,7 @@ final class FoldSegment {
   }
 
   private void addCount(int state, long delta) {
-    if (state >= 0 && state <= 4) {
+    if (state >= 0 && state < counts.length) {
       counts[state] += delta;
     }
   }
@@ -285,7 +285,8 @@ final class FoldSegment {
         continue;
       }
       int state = view.state[i];
-      if (view.first[i] > start || (state != 2 && state != 4)) {
+      if (view.first[i] > start
+          || (state != DeliveryState.ACKNOWLEDGED && state != DeliveryState.ARCHIVED)) {
         break;
       }
       start = view.last[i] + 1;
