@@ -42,12 +42,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from sharestate.sample import encode
 from sharestate.kafka import schemas as s
 from sharestate.kafka.constants import ACKNOWLEDGED, ARCHIVED, AVAILABLE
-from sharestate.replay.combiner import Batch, combine
 from sharestate.kafka.partitioning import state_topic_partition
 from sharestate.kafka.wire import random_topic_id
+from sharestate.replay.combiner import Batch, combine
+from sharestate.sample import encode
 
 PARTITIONS_PER_TOPIC: Final = 16
 #: parquet-mr's default page size in rows (parquet.page.row.count.limit).
