@@ -10,7 +10,7 @@ OUT    := out
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SHARESTATE_JARS := $(abspath $(JARS))
 
-.PHONY: help setup run test test-jvm lint fmt golden replay-corpus bench dist clean setup-kafka test-kafka
+.PHONY: help setup run test test-jvm lint fmt docs golden replay-corpus bench dist clean setup-kafka test-kafka
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -46,13 +46,18 @@ run: setup ## generate sample exports, run the job on them (Spark local[*]), sho
 		--consumer-offsets $(SAMPLE)/consumer_offsets --output $(OUT) --show 20
 
 lint: setup ## ruff and mypy
-	$(VENV)/bin/ruff check sharestate jobs tests bench notebooks
+	$(VENV)/bin/ruff check sharestate jobs tests bench notebooks scripts
 	$(VENV)/bin/mypy
 
 fmt: setup ## format with ruff
-	$(VENV)/bin/ruff format sharestate jobs tests bench notebooks
+	$(VENV)/bin/ruff format sharestate jobs tests bench notebooks scripts
 
-test: setup setup-kafka lint test-jvm ## lint, the Java tests, then every test (golden files are committed; Maven fetches the Kafka broker once)
+# The site is generated in part (options from the job's parser, benchmark tables from
+# bench/results/), so it builds from the installed package; --strict fails on any warning.
+docs: $(VENV)/.installed ## the documentation site (mkdocs, docs/) into site/; a broken link or missing page fails
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+test: setup setup-kafka lint docs test-jvm ## lint, build the docs, the Java tests, then every test (golden files are committed; Maven fetches the Kafka broker once)
 	$(PY) -m pytest -q
 
 test-jvm: $(JARS)/sharestate-jvm.jar $(TEST_JARS)/.fetched ## the JVM fast paths' own tests (JUnit, jvm/src/test/java)
@@ -85,4 +90,4 @@ dist: setup ## dist/sharestate.zip for spark-submit --py-files
 	$(PY) -m zipfile -c dist/sharestate.zip sharestate
 
 clean: ## remove generated data and outputs (keeps .venv and .jars)
-	rm -rf $(SAMPLE) $(OUT) bench-data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(SAMPLE) $(OUT) bench-data site .pytest_cache .mypy_cache .ruff_cache

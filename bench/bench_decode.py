@@ -11,8 +11,9 @@ schema, then measures in one Spark session on local[2]:
   (left out with --no-naive).
 
 Each is run --repeat times; the median is reported. The numbers that matter are the
-ratios, measured in the same run (absolute rates move 10-30% between runs on these
-machines). Results also go to bench-data/decode-results.json.
+ratios, measured in the same run (absolute rates move between runs on a shared machine).
+Results also go to bench-data/decode-results.json and, with the date, commit, machine and
+settings, to bench/results/ (`bench_results.py`).
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sharestate import encode  # noqa: E402
+from bench_results import machine, spark_settings, write_result  # noqa: E402
+
 from sharestate.kafka.wire import topic_id_to_str  # noqa: E402
+from sharestate.sample import encode  # noqa: E402
 from sharestate.sample.exports import KAFKA_EXPORT_SCHEMA  # noqa: E402
 
 FILES = 8  # a multiple of the 2 cores, one Spark partition each
@@ -235,6 +238,8 @@ def main() -> None:
     out = ROOT / "bench-data" / "decode-results.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
+    settings = {"command": "bench/bench_decode.py", **vars(args), "spark": spark_settings(spark)}
+    write_result("decode", settings, results, machine(spark))
     spark.stop()
 
 

@@ -11,7 +11,8 @@ share-partitions; cached in bench-data/), in one Spark session on local[2]:
   partition, then `--mode incremental` over the whole export; its time against the full
   run's (goal: at least 10x faster).
 
-Results go to bench-data/job-results.json.
+Results go to bench-data/job-results.json and, with the date, commit, machine and settings,
+to bench/results/ (`bench_results.py`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_replay import DATA, _export, _measure, bench_session  # noqa: E402
+from bench_results import machine, spark_settings, write_result  # noqa: E402
 
 from sharestate.job.config import JobConfig  # noqa: E402
 from sharestate.job.run import main as run_job  # noqa: E402
@@ -76,6 +78,7 @@ def main() -> None:
     full = timed(export, out / "full", "full")
     timed(first, out / "incremental", "full")
     incremental = timed(export, out / "incremental", "incremental")
+    machine_info, session_settings = machine(spark), spark_settings(spark)
     spark.stop()
     records = meta["records"]
     result = {
@@ -97,6 +100,13 @@ def main() -> None:
         "goals": {"job_records_per_sec": 200_000, "incremental_speedup": 10},
     }
     (DATA / "job-results.json").write_text(json.dumps(result, indent=2))
+    settings = {
+        "command": "bench/bench_job.py",
+        **vars(args),
+        "output_format": "delta",
+        "spark": session_settings,
+    }
+    write_result("job", settings, result, machine_info)
     print(json.dumps(result, indent=2))
 
 

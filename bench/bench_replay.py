@@ -21,7 +21,8 @@ of its state-topic partitions, in log order) go to a records file that the Java 
 (tests/kafka/kafka_harness) replays with Kafka's ShareCoordinatorShard, single thread. That
 needs Maven and Java; without them (or with --no-kafka) the rate Kafka reached on the
 committed corpus (tests/kafka/replay_corpus/4.4.0/replay_bench.json) is used, and the report
-says so. Results go to bench-data/replay-results.json.
+says so. Results go to bench-data/replay-results.json and, with the date, commit, machine and
+settings, to bench/results/ (`bench_results.py`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench_results import machine, spark_settings, write_result  # noqa: E402
 from pyspark import StorageLevel  # noqa: E402
 
 from sharestate.decode.spark import Decoded, decode_share_state  # noqa: E402
@@ -53,7 +55,7 @@ from sharestate.replay import replay  # noqa: E402
 from sharestate.sample.simulate import SimulationSpec, simulate, write_export  # noqa: E402
 
 DATA = ROOT / "bench-data"
-HARNESS = ROOT / "tests" / "kafka_harness"
+HARNESS = ROOT / "tests" / "kafka" / "kafka_harness"
 KAFKA_RELEASE = "4.4.0"
 
 
@@ -245,6 +247,7 @@ def main() -> None:
         ),
         "python_worker_peak_rss_mib": [round(p, 1) for p in _python_worker_peaks()],
     }
+    machine_info, session_settings = machine(spark), spark_settings(spark)
     spark.stop()
     kafka = _kafka_rate(exports[1][0], args.kafka_records, args.no_kafka)
     middle = runs[1]
@@ -261,6 +264,13 @@ def main() -> None:
         "goals": {"records_per_sec": 250_000, "ratio_to_kafka": 0.5, "driver_memory_mib": 2048},
     }
     (DATA / "replay-results.json").write_text(json.dumps(result, indent=2))
+    settings = {
+        "command": "bench/bench_replay.py",
+        **vars(args),
+        "sizes": [records for records, _ in sizes],
+        "spark": session_settings,
+    }
+    write_result("replay", settings, result, machine_info)
     print(
         json.dumps(
             {k: result[k] for k in ("growth", "memory", "kafka", "ratio_to_kafka")}, indent=2

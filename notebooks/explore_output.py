@@ -41,7 +41,7 @@ FIGURES = os.environ.get("SHARESTATE_FIGURES") or None
 #
 # It only reads: nothing is written to `OUTPUT`. A table the run did not write (for example
 # `share_groups` when the job ran without `--consumer-offsets`) is reported and its charts
-# are skipped. What every column means: the *Output tables* section of the README.
+# are skipped. What every column means: docs/output-tables.md.
 
 # %%
 from functools import reduce

@@ -5,8 +5,8 @@ Decoding runs in `mapInArrow` (whole Arrow batches per Python call, see
 rows first go through the JVM fast tier when the session has it (`sharestate.jvm`,
 `DecodeShareState`): it decodes the shapes it is sure of and flags every other row, and only
 the flagged rows go through Python, so quarantine reasons still come from one place. (A scalar
-`arrow_udf` returning a struct measured 40% slower here: Spark queues the other columns and
-then copies the struct's fields out.) Rows that cannot be decoded come out in a quarantine
+`arrow_udf` returning a struct measured slower here: Spark queues the other columns and then
+copies the struct's fields out.) Rows that cannot be decoded come out in a quarantine
 DataFrame with their bytes and reason, never dropped.
 """
 
@@ -61,9 +61,8 @@ class Decoded:
     records: DataFrame
     quarantine: DataFrame
     all_rows: DataFrame
-    #: False when the JVM tier decoded: keep such rows in memory and 10M of them (after a
-    #: shuffle) ran a 2 GiB local driver out of heap; `sharestate.job.pipeline` caches them on
-    #: disk only.
+    #: False when the JVM tier decoded: such rows kept in memory (after a shuffle) ran a local
+    #: driver out of heap on large exports; `sharestate.job.pipeline` caches them on disk only.
     worth_caching: bool = True
     #: The JVM tier's hand-over of the rows it flags to the Python decoder: unpersist it with
     #: the cached rows.

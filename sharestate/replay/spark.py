@@ -10,13 +10,12 @@ Distributed, with nothing proportional to the data on the driver:
    before it; segment 0 holds records before the first snapshot the export has (an export
    that starts after Kafka pruned the log). Each segment is folded from no state. (The
    number is the running sum a window over the log order would give; in the fold it costs
-   nothing, while Spark's window added about a third to the shuffle, sort and fold at 10M
-   records.) Many short segments cost no more per record than a few long ones (a
-   group-per-call API such as `applyInArrow` pays a Python call per group: 50 times slower
-   on Kafka's corpus). A hot share-partition stays in one task; its cost is linear in its
-   records. With the jar scripts/build_jvm.sh builds, `sharestate.jvm.Fold` does the same
-   fold on the JVM (`mapPartitions`, same columns, several times faster); `engine` picks
-   one.
+   nothing, while Spark's window is a pass of its own over every row.) Many short segments
+   cost no more per record than a few long ones (a group-per-call API such as `applyInArrow`
+   pays a Python call per group, and measured far slower). A hot share-partition stays in
+   one task; its cost is linear in its records. With the jar scripts/build_jvm.sh builds,
+   `sharestate.jvm.Fold` does the same fold on the JVM (`mapPartitions`, same columns,
+   several times faster); `engine` picks one. Measurements: docs/where-time-goes.md.
 3. The fold marks each share-partition's last row; that row's state is
    `share_partition_state`, with when its effective start offset last moved and its latest
    record time (tracked by the fold in log order). Every row is a row of
@@ -149,8 +148,7 @@ def replay(
     # One shuffle, hash by share-partition, and a sort by (share-partition, log order). The
     # sort leads with a hash of the share-partition: Spark compares rows by an 8-byte prefix
     # of the first sort column first, and group ids often share their first 8 bytes (then
-    # every comparison compared whole strings: 15% of the CPU samples of the shuffle, sort,
-    # fold and cache at 10M records).
+    # every comparison compares whole strings, which showed in CPU profiles).
     # Equal hashes still sort by the share-partition itself, so its rows stay together.
     # (A column, not an expression in the sort: the comparator would hash on every call.)
     ordered = (

@@ -22,12 +22,12 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sharestate.sample import encode
 from sharestate.kafka import schemas as s
 from sharestate.kafka.partitioning import offsets_topic_partition
 from sharestate.kafka.records import decode_group_record
-from sharestate.sample.simulate import SimulationSpec, deleted_groups, share_partitions, simulate
 from sharestate.kafka.wire import Writer
+from sharestate.sample import encode
+from sharestate.sample.simulate import SimulationSpec, deleted_groups, share_partitions, simulate
 
 #: The schema Spark's Kafka source produces; exports keep it.
 KAFKA_EXPORT_SCHEMA: Final = pa.schema(

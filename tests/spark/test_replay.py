@@ -27,7 +27,7 @@ AVAILABLE, ACKNOWLEDGED, ARCHIVED = 0, 2, 4
 
 
 def test_combiner_resolves_by_priority_not_arrival() -> None:
-    # KIP-932's example, offsets 132-137 (see README).
+    # KIP-932's example, offsets 132-137 (see docs/worked-example.md).
     state = combine([], [(110, 110, AVAILABLE, 1)], -1)
     state = combine(state, [(111, 118, AVAILABLE, 0), (119, 119, ACKNOWLEDGED, 1)], -1)
     assert state == [(110, 110, 0, 1), (111, 118, 0, 0), (119, 119, 2, 1)]
