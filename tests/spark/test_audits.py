@@ -24,7 +24,17 @@ from pyspark.sql import functions as sf
 from pyspark.sql import types as T
 
 from sharestate import audits
-from sharestate.decode.columns import GROUP_RECORD_FIELDS
+from sharestate.audits.findings import (
+    FINDINGS_SCHEMA,
+    RULES,
+    SEVERITIES,
+    FindingCode,
+    FindingRule,
+    Severity,
+    catalog,
+)
+from sharestate.audits.findings.records import share_state_gap
+from sharestate.decode.columns import GROUP_RECORD_FIELDS, KEY, LOG_ORDER
 from sharestate.decode.spark import spark_type
 from sharestate.errors import InputSchemaError, InvalidConfigError
 from sharestate.io import read_end_offsets
@@ -583,22 +593,22 @@ def test_carried_pruning_cutoff_counts_records_before_it_from_the_gaps(
     history = history.withColumn(
         "segment",
         sf.sum(sf.when(sf.col("record_type") == "snapshot", 1).otherwise(0)).over(
-            Window.partitionBy(*audits.KEY).orderBy(*audits.LOG_ORDER)
+            Window.partitionBy(*KEY).orderBy(*LOG_ORDER)
         ),
     )
-    positions = history.select(*audits.LOG_ORDER)
+    positions = history.select(*LOG_ORDER)
     whole = audits.pruning_cutoff(audits.share_partition_segments(history), positions)
     boundary = 58
     old_history = history.filter(sf.col("source_offset") < boundary)
     new_history = history.filter(sf.col("source_offset") >= boundary)
     stored = audits.pruning_cutoff(
-        audits.share_partition_segments(old_history), old_history.select(*audits.LOG_ORDER)
+        audits.share_partition_segments(old_history), old_history.select(*LOG_ORDER)
     )
-    gaps = audits.share_state_gap_findings(positions)
+    gaps = share_state_gap(positions)
     carried = audits.carried_pruning_cutoff(
         audits.share_partition_segments(new_history, audits.share_partition_segments(old_history)),
         stored,
-        new_history.select(*audits.LOG_ORDER),
+        new_history.select(*LOG_ORDER),
         gaps,
     )
     expected = {r.source_partition: r.asDict() for r in whole.collect()}
@@ -765,6 +775,63 @@ def test_partition_check_is_skipped_when_no_count_fits(spark: SparkSession, fast
     segments = audits.share_partition_segments(history)
     (only,) = audits.wrong_state_partition_findings(segments, None).collect()
     assert (only.severity, only.code, only.affected) == ("info", "state_partition_check_skipped", 4)
+
+
+# --- the finding registry ----------------------------------------------------------------------
+
+#: Where each finding rule's rows are produced and checked: `test_findings` (the hand-built
+#: data) for all but the rules named here, whose premise the hand-built data cannot meet.
+PRODUCED_ELSEWHERE = {
+    (FindingCode.STATE_PARTITION_CHECK_SKIPPED, "share_state"): (
+        test_partition_check_is_skipped_when_no_count_fits
+    ),
+}
+
+
+def _rule_of(code: str, source: str | None) -> FindingRule[Any]:
+    (rule,) = [r for r in RULES if r.code == code and r.source in (None, source)]
+    return rule
+
+
+def test_finding_registry_lists_every_code_once_per_source() -> None:
+    assert {rule.code for rule in RULES} == set(FindingCode)
+    # One rule per (code, source): source_offset_gap is two (a gap in __share_group_state
+    # loses records; one in the compacted __consumer_offsets is expected).
+    per_code_and_source = Counter((rule.code, rule.source) for rule in RULES)
+    assert set(per_code_and_source.values()) == {1}
+    for code in FindingCode:
+        sources = [rule.source for rule in RULES if rule.code == code]
+        assert len(sources) == 1 or None not in sources, code
+    assert len({rule.name for rule in RULES}) == len(RULES)
+    assert SEVERITIES == ("error", "warning", "info")
+    for rule in RULES:
+        assert rule.severities and set(rule.severities) <= set(Severity), rule.name
+        assert len(rule.description.split()) >= 20, rule.name  # what it means, what to do
+    assert [entry.code for entry in catalog()] == list(FindingCode)
+    assert all(entry.severities and entry.description for entry in catalog())
+    assert FINDINGS_SCHEMA.fieldNames() == [
+        "severity",
+        "code",
+        "group_id",
+        "topic_id",
+        "partition",
+        "source",
+        "source_partition",
+        "source_offset",
+        "affected",
+        "message",
+    ]
+
+
+@pytest.mark.spark
+def test_every_finding_rule_is_exercised_with_its_registered_severities(hand: HandBuilt) -> None:
+    produced = set()
+    for f in hand.findings:
+        rule = _rule_of(f.code, f.source)
+        assert f.severity in rule.severities, (f.code, f.severity)
+        produced.add((rule.code, rule.source))
+    missing = {(rule.code, rule.source) for rule in RULES} - produced
+    assert missing == set(PRODUCED_ELSEWHERE)
 
 
 @pytest.mark.spark

@@ -1,0 +1,154 @@
+"""Findings about the exported rows themselves: rows that could not be decoded, records the
+replay could not apply, and offsets missing from an export."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from sharestate.audits.columns import message
+from sharestate.audits.findings.registry import (
+    FindingCode,
+    Found,
+    Severity,
+    Source,
+    Where,
+    finding_rule,
+)
+from sharestate.decode.columns import LOG_ORDER
+from sharestate.kafka.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
+
+
+@finding_rule(FindingCode.DECODE_QUARANTINE, Severity.WARNING)
+def decode_quarantine(quarantine: DataFrame) -> Found:
+    """Rows of an export that could not be decoded, one finding per (input, reason kind).
+    They are in the `quarantine` table with their bytes and exact reason. Kafka skips such
+    records too, so the replay may differ from the broker's: look at the reason, and at
+    what wrote the rows."""
+    kinds = quarantine.groupBy("source", "reason_kind").agg(
+        F.count(F.lit(1)).alias("_rows"), F.min(F.struct(*LOG_ORDER)).alias("_first")
+    )
+    topic = (
+        F.when(F.col("source") == Source.SHARE_STATE.value, F.lit(SHARE_STATE_TOPIC))
+        .when(F.col("source") == Source.CONSUMER_OFFSETS.value, F.lit(CONSUMER_OFFSETS_TOPIC))
+        .otherwise(F.col("source"))
+    )
+    return Found(
+        kinds,
+        message(
+            F.col("_rows"),
+            " row(s) of the ",
+            topic,
+            " export could not be decoded (",
+            F.col("reason_kind"),
+            "); they are in the quarantine table with their bytes and exact reason."
+            " Kafka skips such records too, so the replay may differ from the broker's",
+        ),
+        Where(
+            source_partition=F.col("_first.source_partition"),
+            source_offset=F.col("_first.source_offset"),
+            affected="_rows",
+        ),
+        source=F.col("source"),
+    )
+
+
+@finding_rule(FindingCode.REPLAY_ERROR, Severity.ERROR, source=Source.SHARE_STATE, per_record=True)
+def replay_error(history: DataFrame) -> Found:
+    """A `__share_group_state` record the replay could not apply (for example a state batch
+    that ends before it starts), one finding per record. Kafka's own load fails on it as
+    well; the share-partition's state is the one before it. Find out what wrote the
+    record."""
+    return Found(
+        history.filter(F.col("replay_error").isNotNull()),
+        message(
+            "this record could not be applied (",
+            F.col("replay_error"),
+            "); Kafka's own load fails on it as well. The share-partition's state is the one"
+            " before it: find out what wrote the record",
+        ),
+        Where(
+            group_id="group_id",
+            topic_id="topic_id",
+            partition="partition",
+            source_partition="source_partition",
+            source_offset="source_offset",
+            affected=F.lit(1),
+        ),
+    )
+
+
+@finding_rule(
+    FindingCode.SOURCE_OFFSET_GAP, Severity.WARNING, source=Source.SHARE_STATE, per_record=True
+)
+def share_state_gap(share_state_positions: DataFrame) -> Found:
+    """Offsets missing inside the exported range of a `__share_group_state` partition, one
+    finding per gap (offsets before the first exported one are pruning, not a gap;
+    quarantined rows count as exported). The topic is not compacted, its writer is not
+    transactional and Kafka prunes it only from its start, so a gap means the export lost
+    records: the replay of the share-partitions on that partition may miss updates.
+    Re-export the range. A window runs only over the partitions with a gap."""
+    positions = share_state_positions
+    stats = positions.groupBy("source_partition").agg(
+        F.count(F.lit(1)).alias("_rows"),
+        F.min("source_offset").alias("_min"),
+        F.max("source_offset").alias("_max"),
+    )
+    gapped = stats.filter(F.col("_max") - F.col("_min") + 1 > F.col("_rows")).select(
+        "source_partition"
+    )
+    ordered = Window.partitionBy("source_partition").orderBy("source_offset")
+    gaps = (
+        positions.join(F.broadcast(gapped), "source_partition", "left_semi")
+        .withColumn("_previous", F.lag("source_offset").over(ordered))
+        .filter(F.col("source_offset") - F.col("_previous") > 1)
+        .withColumn("_from", F.col("_previous") + 1)
+        .withColumn("_to", F.col("source_offset") - 1)
+        .withColumn("_missing", F.col("_to") - F.col("_from") + 1)
+    )
+    return Found(
+        gaps,
+        message(
+            "offsets ",
+            F.col("_from"),
+            "-",
+            F.col("_to"),
+            " (",
+            F.col("_missing"),
+            " records) of __share_group_state partition ",
+            F.col("source_partition"),
+            " are missing from the export. The topic is not compacted and Kafka prunes it only"
+            " from its start, so the export lost them: the replay of share-partitions on this"
+            " partition may miss updates; re-export the range",
+        ),
+        Where(source_partition="source_partition", source_offset="_from", affected="_missing"),
+    )
+
+
+@finding_rule(FindingCode.SOURCE_OFFSET_GAP, Severity.INFO, source=Source.CONSUMER_OFFSETS)
+def consumer_offsets_gap(consumer_offsets_positions: DataFrame) -> Found:
+    """Offsets missing in the exported range of a `__consumer_offsets` partition, one finding
+    per partition with the number missing. Expected: the topic is compacted and transaction
+    markers take offsets. Listed so that the export's completeness can be judged; nothing to
+    do unless the count is far above what compaction explains."""
+    stats = consumer_offsets_positions.groupBy("source_partition").agg(
+        F.count(F.lit(1)).alias("_rows"),
+        F.min("source_offset").alias("_min"),
+        F.max("source_offset").alias("_max"),
+    )
+    gapped = stats.withColumn("_missing", F.col("_max") - F.col("_min") + 1 - F.col("_rows"))
+    return Found(
+        gapped.filter(F.col("_missing") > 0),
+        message(
+            F.col("_missing"),
+            " offsets between ",
+            F.col("_min"),
+            " and ",
+            F.col("_max"),
+            " of __consumer_offsets partition ",
+            F.col("source_partition"),
+            " are not in the export; expected, since the topic is compacted and transaction"
+            " markers take offsets",
+        ),
+        Where(source_partition="source_partition", source_offset="_min", affected="_missing"),
+    )
