@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_replay import DATA, _export, _measure, bench_session  # noqa: E402
 from bench_results import machine, spark_settings, write_result  # noqa: E402
 
-from sharestate.job.config import JobConfig  # noqa: E402
-from sharestate.job.run import main as run_job  # noqa: E402
+from sharestate.job import JobConfig  # noqa: E402
+from sharestate.job import main as run_job  # noqa: E402
 from sharestate.sample.simulate import write_export  # noqa: E402
 
 

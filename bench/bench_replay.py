@@ -48,7 +48,7 @@ from pyspark import StorageLevel  # noqa: E402
 
 from sharestate.decode.spark import Decoded, decode_share_state  # noqa: E402
 from sharestate.io import count_rows, deduplicate, read_export  # noqa: E402
-from sharestate.job.config import JobConfig  # noqa: E402
+from sharestate.job import JobConfig  # noqa: E402
 from sharestate.jvm import Tee  # noqa: E402
 from sharestate.kafka.schemas import SHARE_STATE_TOPIC  # noqa: E402
 from sharestate.replay import replay  # noqa: E402
@@ -128,7 +128,7 @@ def _measure(spark: Any, export: Path) -> dict[str, float]:
 
     def decoded() -> Decoded:
         # The decode as the job runs it (duplicates counted, and dropped if any), without
-        # the rest of pipeline.replay_exports (which also prepares the audits: it caches the
+        # the rest of pipeline.decode_inputs (which also prepares the audits: it caches the
         # decoded rows for the six tables that read them).
         export_rows = read_export(
             spark, str(export), what="--share-state", topic=SHARE_STATE_TOPIC
@@ -147,7 +147,7 @@ def _measure(spark: Any, export: Path) -> dict[str, float]:
         release(decode.tee)
 
     def decode_and_replay() -> None:
-        # As the job replays (pipeline.replay_exports): the history written straight from
+        # As the job replays (pipeline.replay_decoded): the history written straight from
         # the fold, then the state cached and written (on the JVM, from the rows the
         # history's pass left behind, see sharestate.replay.Replayed).
         decode = decoded()

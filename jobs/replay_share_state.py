@@ -14,7 +14,8 @@ import sys
 from pyspark.sql import SparkSession
 
 from sharestate.errors import UsageError
-from sharestate.job.run import main, parse_args
+from sharestate.job import main
+from sharestate.job.options import parse_args
 
 
 def run(argv: list[str]) -> int:

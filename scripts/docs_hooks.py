@@ -1,7 +1,7 @@
 """mkdocs hooks (`hooks:` in mkdocs.yml): the pages that are generated, so they cannot rot.
 
 - `docs/options.md`: the table of the replay job's options, read from its argparse parser
-  (`sharestate.job.run.add_replay_arguments`) with the defaults `JobConfig` gives. The build
+  (`sharestate.job.options.add_replay_arguments`) with the defaults `JobConfig` gives. The build
   fails when an option has no section on the page, a section names an option the parser does
   not have, or a section's stated default is not the code's.
 - `docs/performance.md`: one table per benchmark from `bench/results/*.json`, newest first.
@@ -62,7 +62,7 @@ def _fill(markdown: str, marker: str, table: str, page: Page) -> str:
 
 
 def replay_parser() -> argparse.ArgumentParser:
-    from sharestate.job.run import add_replay_arguments
+    from sharestate.job.options import add_replay_arguments
 
     parser = argparse.ArgumentParser(prog="sharestate replay", add_help=False)
     add_replay_arguments(parser)

@@ -2,8 +2,8 @@
 
 The pure core needs no Spark: `sharestate.kafka.records` decodes one record's bytes,
 `sharestate.decode.arrow` whole Arrow batches. `sharestate.decode.spark` wraps them for
-DataFrames, `sharestate.job.pipeline.compute(spark, config)` returns every table as DataFrames
-(for notebooks), and `sharestate.job.run.main(spark, config)` also writes them.
+DataFrames, `sharestate.job.compute(spark, config)` returns every table as DataFrames (for
+notebooks), and `sharestate.job.main(spark, config)` also writes them.
 """
 
 from __future__ import annotations

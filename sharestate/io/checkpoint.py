@@ -46,8 +46,8 @@ APPENDED_TABLES: Final[Mapping[str, str | None]] = {
 }
 #: The columns Delta keeps statistics on in the tables of one row per record (set when the
 #: job creates them): the ones an incremental run filters on, and the record's time. By
-#: default Delta keeps them on the first 32 columns, which at 10M records made writing
-#: `share_state_records` 4-6 s slower (the group id, topic id and layout are strings).
+#: default Delta keeps them on the first 32 columns, which made writing
+#: `share_state_records` measurably slower (the group id, topic id and layout are strings).
 PER_RECORD_STATS_COLUMNS: Final = ("source_partition", "source_offset", "source_timestamp")
 
 

@@ -15,11 +15,10 @@ import sys
 from collections.abc import Sequence
 
 from sharestate.errors import UsageError
+from sharestate.job.options import add_replay_arguments, config_from_args
 
 
 def _parser() -> argparse.ArgumentParser:
-    from sharestate.job.run import add_replay_arguments
-
     parser = argparse.ArgumentParser(
         prog="sharestate", description="Decode and audit exported Kafka share-group state."
     )
@@ -67,7 +66,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 + ", ".join(f"{name} {rows} rows" for name, rows in counts.items())
             )
             return 0
-        from sharestate.job.run import config_from_args
         from sharestate.job.run import main as run_job
         from sharestate.job.session import local_session
 

@@ -1,7 +1,10 @@
-"""Typed job configuration, validated on construction.
+"""Typed job configuration and every check of it.
 
 A `JobConfig` comes from command-line options, a TOML config file (`--config`), or a
-notebook building one directly; all three end in the same checks.
+notebook building one directly; all three end in the same checks. Each option is checked
+when the config is built; what a run that writes tables needs besides (an output, and
+options that go together) in `JobConfig.validate_for_run`, which the entry points call
+before any Spark work.
 """
 
 from __future__ import annotations
@@ -96,6 +99,19 @@ class JobConfig:
             )
         parse_span(self.stall_span)
         self._state_topic_partitions()
+
+    def validate_for_run(self) -> str:
+        """Check what a run that writes the tables needs besides the options one by one;
+        return its output folder (without a trailing `/`)."""
+        if self.output is None:
+            raise InvalidConfigError("--output is required (on the command line or in --config)")
+        if self.mode == "incremental" and self.output_format != "delta":
+            raise InvalidConfigError(
+                "--mode incremental needs --output-format delta (it updates tables in place)"
+            )
+        if self.mode == "incremental" and self.as_of is not None:
+            raise InvalidConfigError("--as-of replays a past state: run it with --mode full")
+        return self.output.rstrip("/")
 
     def _state_topic_partitions(self) -> int | None:
         value = self.state_topic_partitions

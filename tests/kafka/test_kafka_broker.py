@@ -35,8 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sharestate.decode.columns import GROUP_VALUE_COLUMNS
 from sharestate.io import KAFKA_OFFSET_FETCHING_CONF
-from sharestate.job.config import JobConfig
-from sharestate.job.pipeline import Results, compute, summarize
+from sharestate.job import JobConfig, Results, compute, summarize
 from sharestate.kafka.schemas import (
     CONSUMER_OFFSETS_TOPIC,
     SHARE_GROUP_RECORD_TYPES,

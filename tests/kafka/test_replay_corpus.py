@@ -20,8 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from sharestate.job.config import JobConfig
-from sharestate.job.pipeline import compute
+from sharestate.job import JobConfig, compute
 from sharestate.kafka.records import decode_share_state, parse_kafka_version, share_state_layouts
 from sharestate.replay.combiner import combine
 from sharestate.replay.state import STATE_FIELDS, ShareState, apply_record

@@ -13,9 +13,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import SparkSession
 
-from sharestate.job import cli
-from sharestate.job.config import JobConfig
-from sharestate.job.run import main
+from sharestate.job import JobConfig, cli, main
 from sharestate.sample.exports import SampleSpec, generate
 
 SKIPPED = {"run_summary", "_checkpoint"}

@@ -17,10 +17,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from sharestate.errors import InvalidConfigError
-from sharestate.job import cli
-from sharestate.job.config import JobConfig, build_config, read_config_file
-from sharestate.job.pipeline import compute
-from sharestate.job.run import main as job_main
+from sharestate.job import JobConfig, cli, compute
+from sharestate.job import main as job_main
+from sharestate.job.config import build_config, read_config_file
 from sharestate.sample.exports import SampleSpec, write_sample
 from tests.support.paths import ROOT
 

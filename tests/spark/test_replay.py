@@ -13,8 +13,7 @@ from chispa import assert_df_equality
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sharestate.job.config import JobConfig
-from sharestate.job.pipeline import compute
+from sharestate.job import JobConfig, compute
 from sharestate.jvm import Engine, available
 from sharestate.replay import as_of, replay
 from sharestate.replay.combiner import combine

@@ -13,9 +13,7 @@ from pyspark.sql import functions as F
 
 from sharestate.errors import InputError, InputSchemaError
 from sharestate.io import ROW_IDENTITY, count_rows, deduplicate
-from sharestate.job import cli
-from sharestate.job.config import JobConfig
-from sharestate.job.pipeline import compute, summarize
+from sharestate.job import JobConfig, cli, compute, summarize
 from sharestate.sample import encode
 from sharestate.sample.exports import KAFKA_EXPORT_SCHEMA, SampleSpec, write_sample
 from tests.support.paths import GOLDEN

@@ -1,0 +1,161 @@
+"""The job's tables: writing them (Delta or Parquet), putting them back after a failed run,
+and reading them again (an incremental run reads the earlier run's)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+
+from sharestate.errors import InputError, SparkSetupError
+from sharestate.io.files import DELTA_MISSING, hadoop_file_system, is_missing_source
+
+
+@dataclass(frozen=True)
+class Written:
+    """What one `write_table` call wrote."""
+
+    rows: int | None  # rows written (None: Delta kept no metrics for the commit)
+    version: int | None  # the Delta commit it made; None for Parquet
+
+
+def write_table(
+    df: DataFrame,
+    path: str,
+    output_format: str,
+    *,
+    replace_where: str | None = None,
+    append: bool = False,
+    stats_columns: Sequence[str] | None = None,
+    keep_previous: bool = False,
+) -> Written:
+    """Replace the table at `path` (or, with `replace_where`, the Delta rows matching it; or,
+    with `append`, add the rows to the Delta table), and say how many rows it wrote.
+
+    Readers never see a half-written table: a Delta write is one atomic commit (and the
+    previous version stays readable by time travel); Parquet is written beside the table
+    and swapped in by two renames. `keep_previous`: the previous Parquet table stays beside
+    the new one until `keep_writes` drops it or `undo_writes` puts it back.
+
+    `stats_columns`: a Delta table this write creates keeps file statistics on these
+    columns only (`delta.dataSkippingStatsColumns`); Delta applies table properties given
+    to a writer only when it creates the table, so an existing table keeps its own."""
+    if append and replace_where is not None:
+        raise ValueError("append and replace_where exclude each other")
+    if output_format == "delta":
+        writer = df.write.format("delta").mode("append" if append else "overwrite")
+        if stats_columns:
+            writer = writer.option("delta.dataSkippingStatsColumns", ",".join(stats_columns))
+        if replace_where is not None:
+            writer = writer.option("replaceWhere", replace_where)
+        elif not append:
+            writer = writer.option("overwriteSchema", "true")
+        try:
+            writer.save(path)
+        except Exception as err:
+            if is_missing_source(err, "delta"):
+                raise SparkSetupError(f"--output-format delta: {DELTA_MISSING}") from None
+            raise
+        # The commit's own metrics: counting the DataFrame would compute it a second time.
+        version, metrics = _last_commit(df.sparkSession, path)
+        rows = metrics.get("numOutputRows")
+        return Written(int(rows) if rows is not None else None, version)
+    if replace_where is not None or append:
+        raise ValueError("replace_where and append need a Delta table")
+    _write_parquet_swapped(df, path, keep_previous)
+    # Counting a Parquet table reads its files' footers only.
+    return Written(df.sparkSession.read.parquet(path).count(), None)
+
+
+def _previous_copy(path: str) -> str:
+    """Where a Parquet table's previous version waits until the run that replaced it ends."""
+    return path.rstrip("/") + ".sharestate-old"
+
+
+def _write_parquet_swapped(df: DataFrame, path: str, keep_previous: bool) -> None:
+    spark = df.sparkSession
+    fs, make_path = hadoop_file_system(spark, path)
+    hadoop_path = make_path(path)
+    staged = make_path(path.rstrip("/") + ".sharestate-new")
+    retired = make_path(_previous_copy(path))
+    fs.delete(staged, True)
+    df.write.mode("overwrite").parquet(staged.toString())
+    fs.delete(retired, True)
+    if fs.exists(hadoop_path) and not fs.rename(hadoop_path, retired):
+        raise InputError(f"{path}: cannot move the previous table aside")
+    if not fs.rename(staged, hadoop_path):
+        fs.rename(retired, hadoop_path)
+        raise InputError(f"{path}: cannot move the new table into place")
+    if not keep_previous:
+        fs.delete(retired, True)
+
+
+def keep_writes(spark: SparkSession, written: Mapping[str, Written], output_format: str) -> None:
+    """A run that replaced the tables at `written`'s paths (`keep_previous`) has ended well:
+    drop the previous Parquet tables kept for `undo_writes` (Delta keeps its versions)."""
+    if output_format != "parquet":
+        return
+    for path in written:
+        fs, make_path = hadoop_file_system(spark, path)
+        fs.delete(make_path(_previous_copy(path)), True)
+
+
+def undo_writes(spark: SparkSession, written: Mapping[str, Written], output_format: str) -> None:
+    """Put back the tables a failed run replaced (path -> what it wrote there): a Delta table
+    is restored to the version before the run's commit (a new commit, so the run's own stays
+    in the history), a Parquet table gets its previous files back; a table the run created
+    is removed."""
+    for path, wrote in reversed(list(written.items())):
+        fs, make_path = hadoop_file_system(spark, path)
+        if output_format == "delta":
+            if wrote.version is None:
+                continue
+            if wrote.version == 0:
+                fs.delete(make_path(path), True)
+                continue
+            table = _delta_table(path)
+            spark.sql(f"RESTORE TABLE {table} TO VERSION AS OF {wrote.version - 1}")
+            continue
+        previous = make_path(_previous_copy(path))
+        fs.delete(make_path(path), True)
+        if fs.exists(previous):
+            fs.rename(previous, make_path(path))
+
+
+def read_table(
+    spark: SparkSession, path: str, output_format: str, version: int | None = None
+) -> DataFrame | None:
+    """A table the job wrote earlier (a Delta `version` of it), or None if there is none."""
+    reader = spark.read.format(output_format)
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    try:
+        return reader.load(path)
+    except AnalysisException as err:
+        if (
+            "PATH_NOT_FOUND" in str(err)
+            or "DELTA_TABLE_NOT_FOUND" in str(err)
+            or ("is not a Delta table" in str(err))
+        ):
+            return None
+        raise
+
+
+def delta_version(spark: SparkSession, path: str) -> int:
+    """The latest commit version of the Delta table at `path`."""
+    return _last_commit(spark, path)[0]
+
+
+def _delta_table(path: str) -> str:
+    """The Delta table at `path` as SQL names it (delta.`path` wants an absolute path)."""
+    return f"delta.`{os.path.abspath(path) if urlparse(path).scheme == '' else path}`"
+
+
+def _last_commit(spark: SparkSession, path: str) -> tuple[int, dict[str, str]]:
+    """The latest commit of the Delta table at `path`: its version and operation metrics."""
+    row = spark.sql(f"DESCRIBE HISTORY {_delta_table(path)} LIMIT 1").collect()[0]
+    return int(row["version"]), dict(row["operationMetrics"] or {})

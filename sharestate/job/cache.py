@@ -1,0 +1,47 @@
+"""What a run keeps in Spark until it is done, in one place, and its release."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+
+from sharestate import jvm
+
+
+class CacheScope:
+    """The DataFrames a run persisted and the JVM passes' tees (`jvm.Tee`), held until
+    `release()`: the job releases them when its tables are written, a notebook when it is
+    done with `compute`'s results. As a context manager it releases on leaving."""
+
+    def __init__(self) -> None:
+        self._held: list[DataFrame | jvm.Tee] = []
+
+    def keep(self, df: DataFrame, level: StorageLevel) -> DataFrame:
+        """Persist `df` at `level` until the release, and return it."""
+        persisted = df.persist(level)
+        self._held.append(persisted)
+        return persisted
+
+    def hold(self, tee: jvm.Tee | None) -> None:
+        """Keep a JVM pass's hand-over (if there is one) until the release."""
+        if tee is not None:
+            self._held.append(tee)
+
+    def release(self) -> None:
+        """Unpersist everything kept, in the order it was kept."""
+        held, self._held = self._held, []
+        for each in held:
+            each.unpersist()
+
+    def __enter__(self) -> CacheScope:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.release()
