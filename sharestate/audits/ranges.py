@@ -251,6 +251,51 @@ def archived_ranges(
     return _with_final_state(remerged.unionByName(unchanged), state)
 
 
+def settle_bounds(state: DataFrame) -> DataFrame:
+    """Per share-partition of `state` (`_bound`): the offset below which its archived ranges
+    are settled. A live share-partition holds no batch below its start offset or its first
+    batch, whichever is lower, and Kafka writes none there while the start offset does not
+    go back; so a range that ends two or more below that offset can neither be merged with
+    a later interval (it would have to overlap or touch it) nor change what the final state
+    says of it (not in the state, below the start offset). Null for a deleted one."""
+    first_batch = F.array_min(F.transform("state_batches", lambda b: b["first_offset"]))
+    live = ~F.coalesce(F.col("deleted"), F.lit(False))
+    # `least` skips a null: a state without batches is bounded by its start offset.
+    return state.select(*KEY, F.when(live, F.least("start_offset", first_batch)).alias("_bound"))
+
+
+def ranges_to_refresh(
+    stored: DataFrame, stored_state: DataFrame, new_state: DataFrame, new_records: DataFrame
+) -> DataFrame:
+    """Of the `stored` ranges (poison_messages with `reason`, and archived_messages), those
+    of the share-partitions in `new_state` (their state after this run's `new_records`) that
+    the new records can change: every range not settled under the stored state
+    (`settle_bounds`), and every range of a share-partition the records reopen (a new
+    interval below its stored bound, a bound that went back, a deletion or re-creation).
+    `archived_ranges(new_records, new_state, limit, stored=<these>)` then gives their new
+    rows; the other stored ranges stay as they are."""
+    old = settle_bounds(stored_state).withColumnRenamed("_bound", "_old")
+    new = settle_bounds(new_state).withColumnRenamed("_bound", "_new")
+    lowest = (
+        archived_intervals(new_records).groupBy(*KEY).agg(F.min("first_offset").alias("_lowest"))
+    )
+    keys = new.join(old, list(KEY), "left").join(lowest, list(KEY), "left")
+    reopened = (
+        F.col("_old").isNull()
+        | F.col("_new").isNull()
+        | (F.col("_new") < F.col("_old"))
+        | F.coalesce(F.col("_lowest") < F.col("_old"), F.lit(False))
+    )
+    scope = keys.select(*KEY, "_old", reopened.alias("_reopened"))
+    # last + 1 >= old, written so that Long.MAX_VALUE does not overflow.
+    unsettled = F.col("last_offset") >= F.col("_old") - 1
+    return (
+        stored.join(scope, list(KEY), "inner")
+        .filter(F.col("_reopened") | unsettled)
+        .drop("_old", "_reopened")
+    )
+
+
 def poison_messages(ranges: DataFrame) -> DataFrame:
     """Ranges archived at or above the delivery-count limit (from `archived_ranges`)."""
     return ranges.filter(F.col("reason") == REASON_DELIVERY_LIMIT).drop("reason")

@@ -1,51 +1,51 @@
-"""`--mode incremental`: what earlier runs processed, and how a run goes on from there.
+"""The checkpoint: what the last complete run processed, written last by every run.
 
-Every run writes `_checkpoint` last: per input and partition the highest offset it has
-processed, and the Delta version of `share_partition_state` it wrote. An incremental run
-reads only rows above those offsets, replays them on top of that version of the state
-(a later, unfinished run may have written a newer one), appends its rows to the
-per-record tables with a `replaceWhere` of exactly the rows above the checkpoint (so a
-rerun after a killed run replaces what that run appended instead of duplicating it), and
-rewrites the state and the audit tables. The audit tables go on from the versions of
-CARRIED_TABLES the checkpoint names (merging ranges and segment summaries is associative),
-so only new records are read. The result equals a full run over everything.
+`_checkpoint` has a row per input and partition: the exported positions the run had
+processed there (first and last offset, and how many: the offsets between them that are
+not counted are the export's gaps), with the Delta version of every table the run wrote
+(`table_versions`: a reader that wants one run's tables, and an incremental run that finds
+a later, unfinished run's commits, go by these). One row also carries, as JSON (`carried`),
+what the next incremental run needs besides: what each export held (`ExportFiles`: its
+files or version, to read only what is new), the options the tables were computed with,
+and the run summary's running totals.
+
+The checkpoint is written last: a run killed before it leaves the previous one in force.
+It can be read without Spark (delta-rs) where the output is local, so that a scheduled run
+can tell "nothing new" before it starts Spark (`nothing_new`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+
+from sharestate.io.changes import ExportFiles
+from sharestate.io.files import local_path
 
 CHECKPOINT_TABLE: Final = "_checkpoint"
+#: Bumped when what the checkpoint holds changes meaning; an older one means a full run.
+CHECKPOINT_FORMAT: Final = 2
 CHECKPOINT_SCHEMA: Final = (
-    "source string, partition int, max_offset bigint, state_version bigint, written_at string,"
-    " carried string"
+    "source string, partition int, first_offset bigint, max_offset bigint, rows bigint,"
+    " state_version bigint, written_at timestamp, carried string,"
+    " table_versions map<string, bigint>"
 )
-#: Audit tables an incremental run goes on from (at the versions the checkpoint names),
-#: rather than recomputing them from every stored record.
-CARRIED_TABLES: Final = (
-    "poison_messages",
-    "archived_messages",
-    "findings",
-    "pruning_cutoff",
-    "share_partition_segments",
+#: Tables of one row per record: an incremental run appends to them.
+PER_RECORD_TABLES: Final = (
+    "share_state_records",
+    "share_partition_history",
+    "share_group_records",
+    "quarantine",
 )
-#: Tables an incremental run appends to, and the input their rows come from (None: the
-#: table has a `source` column naming it).
-APPENDED_TABLES: Final[Mapping[str, str | None]] = {
-    "share_state_records": "share_state",
-    "share_partition_history": "share_state",
-    "share_group_records": "consumer_offsets",
-    "quarantine": None,
-}
 #: The columns Delta keeps statistics on in the tables of one row per record (set when the
-#: job creates them): the ones an incremental run filters on, and the record's time. By
+#: job creates them): the ones a reader filters a run's rows by, and the record's time. By
 #: default Delta keeps them on the first 32 columns, which made writing
 #: `share_state_records` measurably slower (the group id, topic id and layout are strings).
 PER_RECORD_STATS_COLUMNS: Final = ("source_partition", "source_offset", "source_timestamp")
@@ -53,95 +53,145 @@ PER_RECORD_STATS_COLUMNS: Final = ("source_partition", "source_offset", "source_
 
 def stats_columns(table: str) -> tuple[str, ...] | None:
     """The columns Delta collects statistics on for `table`; None: Delta's default."""
-    if table not in APPENDED_TABLES:
+    if table not in PER_RECORD_TABLES:
         return None
-    source = ("source",) if APPENDED_TABLES[table] is None else ()
+    source = ("source",) if table == "quarantine" else ()
     return (*source, *PER_RECORD_STATS_COLUMNS)
 
 
 @dataclass(frozen=True)
-class PriorRun:
-    """What the previous complete run processed."""
+class Extent:
+    """The exported positions of one partition of an input that a run had processed."""
 
-    max_offsets: Mapping[str, Mapping[int, int]]  # input -> partition -> highest offset
-    state_version: int | None
-    #: Delta versions of CARRIED_TABLES and the options they were computed with, e.g.
-    #: {"versions": {"poison_messages": 3}, "delivery_count_limit": 5}; empty if unknown.
-    carried: Mapping[str, Any] = field(default_factory=dict)
+    first: int
+    last: int
+    rows: int
+
+    def widened(self, other: Extent) -> Extent:
+        return Extent(
+            min(self.first, other.first), max(self.last, other.last), self.rows + other.rows
+        )
 
 
 @dataclass(frozen=True)
-class PreviousOutput:
-    """A previous run's checkpoint and the tables it wrote (the state at its version)."""
+class Checkpoint:
+    """What the last complete run processed and wrote."""
 
-    prior: PriorRun
-    tables: Mapping[str, DataFrame]
-
-
-def read_prior_run(checkpoint: DataFrame | None) -> PriorRun | None:
-    """The `_checkpoint` table as a PriorRun (it has a row per input partition: small)."""
-    if checkpoint is None:
-        return None
-    offsets: dict[str, dict[int, int]] = {}
-    version = None
-    carried: dict[str, Any] = {}
-    for row in checkpoint.collect():
-        offsets.setdefault(row["source"], {})[int(row["partition"])] = int(row["max_offset"])
-        version = row["state_version"]
-        text = row.asDict().get("carried")  # absent in checkpoints of earlier releases
-        if text:
-            carried = json.loads(text)
-    return PriorRun(offsets, None if version is None else int(version), carried)
+    #: input -> partition -> extent of its processed positions.
+    extents: Mapping[str, Mapping[int, Extent]]
+    #: table -> the Delta version the run left it at.
+    table_versions: Mapping[str, int]
+    #: input (and "end_offsets") -> what the export held.
+    exports: Mapping[str, ExportFiles] = field(default_factory=dict)
+    #: The options the tables were computed with (`run_options`).
+    options: Mapping[str, Any] = field(default_factory=dict)
+    #: The run summary's running totals.
+    totals: Mapping[str, Any] = field(default_factory=dict)
+    written_at: datetime | None = None
+    format: int = CHECKPOINT_FORMAT
 
 
-def _processed_sql(prior: PriorRun, source: str, partition: str, offset: str) -> str:
-    parts = [
-        f"({partition} = {p} AND {offset} <= {m})"
-        for p, m in sorted(prior.max_offsets.get(source, {}).items())
-    ]
-    return "(" + (" OR ".join(parts) if parts else "false") + ")"
-
-
-def processed(prior: PriorRun, source: str, partition: str, offset: str) -> Column:
-    """True on rows of input `source` that an earlier run already processed."""
-    return F.expr(_processed_sql(prior, source, partition, offset))
-
-
-def new_rows_predicate(prior: PriorRun, source: str | None) -> str:
-    """SQL condition on an appended table: the rows above the checkpoint (the ones this run
-    writes, or an unfinished run wrote)."""
-    if source is not None:
-        return "NOT " + _processed_sql(prior, source, "source_partition", "source_offset")
-    either = " OR ".join(
-        f"(source = '{name}' AND "
-        + _processed_sql(prior, name, "source_partition", "source_offset")
-        + ")"
-        for name in sorted(prior.max_offsets)
+def _carried(checkpoint: Checkpoint) -> str:
+    return json.dumps(
+        {
+            "format": checkpoint.format,
+            "exports": {name: e.to_json() for name, e in checkpoint.exports.items()},
+            "options": dict(checkpoint.options),
+            "totals": dict(checkpoint.totals),
+        },
+        sort_keys=True,
     )
-    return f"NOT ({either or 'false'})"
 
 
-def checkpoint_table(
-    spark: SparkSession,
-    prior: PriorRun | None,
-    read: Mapping[str, DataFrame],
-    state_version: int | None,
-    carried: Mapping[str, Any] | None = None,
-) -> DataFrame:
-    """The new `_checkpoint`: the prior offsets raised by the rows this run read."""
-    offsets = {
-        source: dict(parts) for source, parts in (prior.max_offsets if prior else {}).items()
+def checkpoint_rows(checkpoint: Checkpoint) -> list[tuple[Any, ...]]:
+    """The `_checkpoint` table's rows (CHECKPOINT_SCHEMA order): one per input partition,
+    the JSON on the first only (it lists the exports' files: once is enough). An output
+    with no input partition yet gets one row of nulls to carry it."""
+    written = checkpoint.written_at or datetime.now(UTC).replace(microsecond=0)
+    versions = dict(checkpoint.table_versions)
+    state_version = versions.get("share_partition_state")
+    rows: list[tuple[Any, ...]] = []
+    for source, parts in sorted(checkpoint.extents.items()):
+        for partition, extent in sorted(parts.items()):
+            rows.append(
+                (
+                    source,
+                    partition,
+                    extent.first,
+                    extent.last,
+                    extent.rows,
+                    state_version,
+                    written,
+                    None,
+                    versions,
+                )
+            )
+    if not rows:
+        rows.append((None, None, None, None, None, state_version, written, None, versions))
+    first = rows[0]
+    rows[0] = (*first[:7], _carried(checkpoint), first[8])
+    return rows
+
+
+def checkpoint_frame(spark: SparkSession, checkpoint: Checkpoint) -> DataFrame:
+    return spark.createDataFrame(checkpoint_rows(checkpoint), CHECKPOINT_SCHEMA)
+
+
+def parse_checkpoint(rows: list[dict[str, Any]]) -> Checkpoint | None:
+    """The checkpoint in `_checkpoint`'s rows (as dicts); None when there is none, or it is
+    of an earlier format (the next run is then a full one)."""
+    carried: dict[str, Any] = {}
+    extents: dict[str, dict[int, Extent]] = {}
+    versions: dict[str, int] = {}
+    written = None
+    for row in rows:
+        if row.get("carried"):
+            carried = json.loads(row["carried"])
+        if row.get("table_versions"):
+            versions = {str(k): int(v) for k, v in dict(row["table_versions"]).items()}
+        written = row.get("written_at") or written
+        if row.get("source") is not None and row.get("first_offset") is not None:
+            extents.setdefault(row["source"], {})[int(row["partition"])] = Extent(
+                int(row["first_offset"]), int(row["max_offset"]), int(row["rows"])
+            )
+    if carried.get("format") != CHECKPOINT_FORMAT or not versions:
+        return None
+    exports = {
+        name: e
+        for name, data in (carried.get("exports") or {}).items()
+        if (e := ExportFiles.from_json(data)) is not None
     }
-    for source, rows in read.items():
-        seen = offsets.setdefault(source, {})
-        for row in rows.groupBy("partition").agg(F.max("offset").alias("m")).collect():
-            if row["m"] is not None:
-                seen[int(row["partition"])] = max(seen.get(int(row["partition"]), -1), row["m"])
-    written = datetime.now(UTC).isoformat(timespec="seconds")
-    carried_json = json.dumps(dict(carried), sort_keys=True) if carried else None
-    rows_out = [
-        (source, partition, offset, state_version, written, carried_json)
-        for source, parts in sorted(offsets.items())
-        for partition, offset in sorted(parts.items())
-    ]
-    return spark.createDataFrame(rows_out, CHECKPOINT_SCHEMA)
+    return Checkpoint(
+        extents=extents,
+        table_versions=versions,
+        exports=exports,
+        options=carried.get("options") or {},
+        totals=carried.get("totals") or {},
+        written_at=written,
+    )
+
+
+def read_checkpoint(spark: SparkSession | None, output: str) -> Checkpoint | None:
+    """The checkpoint under `output`; None when there is none (or of an earlier format).
+    Without `spark`, only a local output can be read (through delta-rs)."""
+    path = f"{output.rstrip('/')}/{CHECKPOINT_TABLE}"
+    from sharestate.io.store import is_local
+
+    if is_local(output):
+        folder = os.path.abspath(local_path(path))
+        if not os.path.isdir(os.path.join(folder, "_delta_log")):
+            return None
+        from deltalake import DeltaTable
+
+        table = pa.table(DeltaTable(folder).to_pyarrow_table())
+        if "carried" not in table.column_names or "first_offset" not in table.column_names:
+            return None
+        return parse_checkpoint(table.to_pylist())
+    if spark is None:
+        return None
+    from sharestate.io.tables import read_table
+
+    df = read_table(spark, path, "delta")
+    if df is None or "first_offset" not in df.columns:
+        return None
+    return parse_checkpoint([row.asDict() for row in df.collect()])

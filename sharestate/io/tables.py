@@ -117,7 +117,7 @@ def undo_writes(spark: SparkSession, written: Mapping[str, Written], output_form
             if wrote.version == 0:
                 fs.delete(make_path(path), True)
                 continue
-            table = _delta_table(path)
+            table = delta_table_sql(path)
             spark.sql(f"RESTORE TABLE {table} TO VERSION AS OF {wrote.version - 1}")
             continue
         previous = make_path(_previous_copy(path))
@@ -150,12 +150,12 @@ def delta_version(spark: SparkSession, path: str) -> int:
     return _last_commit(spark, path)[0]
 
 
-def _delta_table(path: str) -> str:
+def delta_table_sql(path: str) -> str:
     """The Delta table at `path` as SQL names it (delta.`path` wants an absolute path)."""
     return f"delta.`{os.path.abspath(path) if urlparse(path).scheme == '' else path}`"
 
 
 def _last_commit(spark: SparkSession, path: str) -> tuple[int, dict[str, str]]:
     """The latest commit of the Delta table at `path`: its version and operation metrics."""
-    row = spark.sql(f"DESCRIBE HISTORY {_delta_table(path)} LIMIT 1").collect()[0]
+    row = spark.sql(f"DESCRIBE HISTORY {delta_table_sql(path)} LIMIT 1").collect()[0]
     return int(row["version"]), dict(row["operationMetrics"] or {})

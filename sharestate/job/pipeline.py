@@ -15,15 +15,8 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sharestate.audits import REASON_DELIVERY_LIMIT, AuditOptions, Audits, CarriedAudits, audit
+from sharestate.audits import AuditOptions, Audits, audit
 from sharestate.decode import spark as spark_decode
-from sharestate.decode.columns import KEY
-from sharestate.io.checkpoint import (
-    CARRIED_TABLES,
-    PreviousOutput,
-    new_rows_predicate,
-    processed,
-)
 from sharestate.io.exports import (
     Export,
     count_rows,
@@ -184,29 +177,20 @@ class WrittenTables:
     quarantine: DataFrame | None = None
 
 
-def compute(
-    spark: SparkSession, config: JobConfig, previous: PreviousOutput | None = None
-) -> Results:
+def compute(spark: SparkSession, config: JobConfig) -> Results:
     """Read, decode and replay the exports named in `config`, and audit them; nothing is
-    written.
-
-    With `previous` (`--mode incremental`), only rows above its checkpoint are read and
-    replayed, on top of its stored state: the per-record tables hold this run's new rows,
-    `share_partition_state` and the audit tables everything, as a full run would."""
-    cache, incremental = CacheScope(), previous is not None
+    written."""
+    cache = CacheScope()
     with unreadable_files_named(config.read_paths()):
-        inputs = read_inputs(spark, config, previous, cache)
-        decoded = decode_inputs(inputs, config, cache, only_new_rows=incremental, read_back=False)
-        replayed = replay_decoded(inputs, decoded, config, previous, cache, keep_history=True)
-        return audit_replayed(replayed, config, previous)
+        inputs = read_inputs(spark, config)
+        decoded = decode_inputs(inputs, config, cache, read_back=False)
+        replayed = replay_decoded(inputs, decoded, config, cache, keep_history=True)
+        return audit_replayed(replayed, config)
 
 
-def read_inputs(
-    spark: SparkSession, config: JobConfig, previous: PreviousOutput | None, cache: CacheScope
-) -> Inputs:
-    """Read step: the exports (only their new rows in an incremental run), each counted,
-    and the --end-offsets table."""
-    share_state = _read_new_rows(spark, config, previous, cache, "share_state", config.share_state)
+def read_inputs(spark: SparkSession, config: JobConfig) -> Inputs:
+    """Read step: the exports, each counted, and the --end-offsets table."""
+    share_state = _read_counted(spark, config, "share_state", config.share_state)
     end_offsets = (
         read_end_offsets(spark, config.end_offsets, config.input_format)
         if config.end_offsets
@@ -214,9 +198,7 @@ def read_inputs(
     )
     offsets = None
     if config.consumer_offsets:
-        offsets = _read_new_rows(
-            spark, config, previous, cache, "consumer_offsets", config.consumer_offsets
-        )
+        offsets = _read_counted(spark, config, "consumer_offsets", config.consumer_offsets)
     return Inputs(share_state, offsets, end_offsets)
 
 
@@ -227,31 +209,16 @@ _EXPORTS = {
 }
 
 
-def _read_new_rows(
-    spark: SparkSession,
-    config: JobConfig,
-    previous: PreviousOutput | None,
-    cache: CacheScope,
-    source: str,
-    path: str,
-) -> Export:
-    """The export of input `source` at `path` (its rows above the checkpoint if there is
-    one), counted: once, for the summary and so that an export without duplicates (the
-    usual case) is not shuffled to drop them."""
+def _read_counted(spark: SparkSession, config: JobConfig, source: str, path: str) -> Export:
+    """The export of input `source` at `path`, counted: once, for the summary and so that
+    an export without duplicates (the usual case) is not shuffled to drop them."""
     what, topic = _EXPORTS[source]
     export = read_export(spark, path, what=what, topic=topic, input_format=config.input_format)
-    if previous is not None:
-        done = processed(previous.prior, source, "partition", "offset")
-        # The rows above the checkpoint are few; keep them rather than filter the whole
-        # export again for each reader (decoding, the wrong-topic check, the summary, the
-        # checkpoint).
-        new_rows = cache.keep(export.rows.filter(~done), StorageLevel.MEMORY_AND_DISK)
-        export = replace(export, rows=new_rows, already_processed=export.rows.filter(done))
     return replace(export, counts=count_rows(export.rows))
 
 
 def decode_inputs(
-    inputs: Inputs, config: JobConfig, cache: CacheScope, *, only_new_rows: bool, read_back: bool
+    inputs: Inputs, config: JobConfig, cache: CacheScope, *, read_back: bool
 ) -> DecodedInputs:
     """Decode step: each export's rows, duplicates dropped, decoded and quarantined; the
     decoded rows cached as `_keep_decoded` says.
@@ -262,29 +229,25 @@ def decode_inputs(
     state = spark_decode.decode_share_state(
         deduplicate(inputs.share_state.rows, inputs.share_state.counts), config.kafka_version
     )
-    _keep_decoded(state, cache, only_new_rows=only_new_rows, read_back=read_back)
+    _keep_decoded(state, cache, read_back=read_back)
     groups = None
     if inputs.consumer_offsets is not None:
         offsets = inputs.consumer_offsets
         groups = spark_decode.decode_consumer_offsets(
             deduplicate(offsets.rows, offsets.counts), config.kafka_version
         )
-        _keep_decoded(groups, cache, only_new_rows=only_new_rows, read_back=False)
+        _keep_decoded(groups, cache, read_back=False)
     return DecodedInputs(state, groups)
 
 
-def _keep_decoded(
-    decoded: spark_decode.Decoded, cache: CacheScope, *, only_new_rows: bool, read_back: bool
-) -> None:
+def _keep_decoded(decoded: spark_decode.Decoded, cache: CacheScope, *, read_back: bool) -> None:
     # Records and quarantine are two filters of one decode, and six tables read them; cache
-    # the decode so it runs once (Spark's cache matches the shared sub-plan). An incremental
-    # run's new rows are few: cache them whatever decoded them, else every table that
-    # reads them scans the whole export again for the rows above the checkpoint. Rows the
+    # the decode so it runs once (Spark's cache matches the shared sub-plan). Rows the
     # JVM decoded are not cached when the audits read the tables as written (`read_back`):
     # decoding again to write them cost less than building Spark's cache, and the records
     # were written as fast from a second decode as from the cache; else they go to disk
     # only: in memory, 10M of them ran a 2 GiB local driver out of heap.
-    if decoded.worth_caching or only_new_rows:
+    if decoded.worth_caching:
         cache.keep(decoded.all_rows, StorageLevel.MEMORY_AND_DISK)
     elif not read_back:
         cache.keep(decoded.all_rows, StorageLevel.DISK_ONLY)
@@ -295,37 +258,26 @@ def replay_decoded(
     inputs: Inputs,
     decoded: DecodedInputs,
     config: JobConfig,
-    previous: PreviousOutput | None,
     cache: CacheScope,
     *,
     keep_history: bool,
 ) -> Results:
     """Replay step: the share-state records within --as-of folded into the history and the
-    state (on top of the stored state in an incremental run); the results so far.
+    state; the results so far.
 
     The state is cached (one row per share-partition, read by most audit tables). The
     history is not, unless `keep_history`: caching the fold's output (a row per record) cost
     more than folding it again. The job writes the history straight from the fold and gives
     the audits what it wrote (`audit_replayed(written=...)`). `keep_history` is for callers
-    that read the history DataFrame several times (`compute`, notebooks), and for
-    incremental runs, whose new history is small."""
-    audit_inputs = _within_as_of(inputs, decoded, config, previous)
-    prior_state = previous.tables.get("share_partition_state") if previous else None
-    replayed = replay(
-        audit_inputs.records, parse_kafka_version(config.kafka_version) or LATEST, prior_state
-    )
+    that read the history DataFrame several times (`compute`, notebooks)."""
+    audit_inputs = _within_as_of(inputs, decoded, config)
+    replayed = replay(audit_inputs.records, parse_kafka_version(config.kafka_version) or LATEST)
     cache.hold(replayed.tee)
     if keep_history:
         cache.keep(replayed.folded, StorageLevel.MEMORY_AND_DISK)
-    # The fold also found when each start offset last moved (for the stall check), going
-    # on from the stored state in an incremental run.
-    final_state = replayed.state
-    if prior_state is not None:  # share-partitions without new records keep their state
-        untouched = prior_state.join(replayed.state.select(*KEY), list(KEY), "left_anti")
-        final_state = untouched.unionByName(final_state)
     # One row per share-partition, read by most audit tables: keep it rather than fold
-    # again each time.
-    final_state = cache.keep(final_state, StorageLevel.MEMORY_AND_DISK)
+    # again each time. (The fold also found when each start offset last moved.)
+    final_state = cache.keep(replayed.state, StorageLevel.MEMORY_AND_DISK)
     state, groups = decoded.share_state, decoded.consumer_offsets
     return Results(
         share_state_records=state.records,
@@ -343,9 +295,7 @@ def replay_decoded(
     )
 
 
-def _within_as_of(
-    inputs: Inputs, decoded: DecodedInputs, config: JobConfig, previous: PreviousOutput | None
-) -> AuditInputs:
+def _within_as_of(inputs: Inputs, decoded: DecodedInputs, config: JobConfig) -> AuditInputs:
     """What the replay and the audits see: --as-of limits the state-topic rows, and (a
     timestamp) the group records too."""
     offset, moment = config.as_of_offset, config.as_of_timestamp
@@ -353,12 +303,7 @@ def _within_as_of(
     quarantine = as_of(state.quarantine, source_offset=offset, timestamp=moment)
     group_records = None
     if groups is not None:
-        group_records = _with_stored(
-            as_of(groups.records, timestamp=moment),
-            previous,
-            "share_group_records",
-            "consumer_offsets",
-        )
+        group_records = as_of(groups.records, timestamp=moment)
         quarantine = quarantine.unionByName(as_of(groups.quarantine, timestamp=moment))
     return AuditInputs(
         records=as_of(state.records, source_offset=offset, timestamp=moment),
@@ -369,10 +314,7 @@ def _within_as_of(
 
 
 def audit_replayed(
-    replayed: Results,
-    config: JobConfig,
-    previous: PreviousOutput | None = None,
-    written: WrittenTables | None = None,
+    replayed: Results, config: JobConfig, written: WrittenTables | None = None
 ) -> Results:
     """Audit step: `replayed` with the audit tables. `written`: this run's per-record tables
     as the job wrote them; by default the audits read the DataFrames of `replay_decoded`
@@ -381,10 +323,10 @@ def audit_replayed(
     if written is not None:
         seen, history = _seen_as_written(seen, written, config), written.share_partition_history
     audits = audit(
-        _with_stored(seen.records, previous, "share_state_records", "share_state"),
+        seen.records,
         replayed.share_partition_state,
-        _with_stored(history, previous, "share_partition_history", "share_state"),
-        _with_stored(seen.quarantine, previous, "quarantine", None),
+        history,
+        seen.quarantine,
         AuditOptions(
             delivery_count_limit=config.delivery_count_limit,
             stall_span_seconds=config.stall_span_seconds,
@@ -392,7 +334,6 @@ def audit_replayed(
         ),
         group_records=seen.group_records,
         end_offsets=seen.end_offsets,
-        carried=_carried(previous, config, seen.records, history, seen.quarantine),
     )
     for small in audits.worth_caching():
         replayed.cache.keep(small, StorageLevel.MEMORY_AND_DISK)
@@ -421,39 +362,3 @@ def _quarantine_within_as_of(quarantine: DataFrame, config: JobConfig) -> DataFr
     return as_of(
         quarantine.filter(share_state), source_offset=offset, timestamp=moment
     ).unionByName(as_of(quarantine.filter(~share_state), timestamp=moment))
-
-
-def _with_stored(
-    new: DataFrame, previous: PreviousOutput | None, table: str, source: str | None
-) -> DataFrame:
-    """`new` plus what earlier complete runs wrote to `table` (for the audits)."""
-    if previous is None or table not in previous.tables:
-        return new
-    stored = previous.tables[table].filter(f"NOT ({new_rows_predicate(previous.prior, source)})")
-    return stored.unionByName(new)
-
-
-def _carried(
-    previous: PreviousOutput | None,
-    config: JobConfig,
-    new_records: DataFrame,
-    new_history: DataFrame,
-    new_quarantine: DataFrame,
-) -> CarriedAudits | None:
-    """What the audits go on from in an incremental run: the earlier run's ranges, if it
-    wrote them with the same --delivery-count-limit (else they are recomputed)."""
-    if previous is None or any(name not in previous.tables for name in CARRIED_TABLES):
-        return None
-    if previous.prior.carried.get("delivery_count_limit") != config.delivery_count_limit:
-        return None
-    poison = previous.tables["poison_messages"].withColumn("reason", F.lit(REASON_DELIVERY_LIMIT))
-    ranges = poison.unionByName(previous.tables["archived_messages"])
-    return CarriedAudits(
-        new_records=new_records,
-        archived_ranges=ranges,
-        new_history=new_history,
-        new_quarantine=new_quarantine,
-        findings=previous.tables["findings"],
-        pruning_cutoff=previous.tables["pruning_cutoff"],
-        segments=previous.tables["share_partition_segments"],
-    )

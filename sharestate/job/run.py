@@ -1,8 +1,12 @@
 """The `replay` job: compute the tables, write them in order, undo a failed run.
 
 `main(spark, config)` is the entry point every launcher shares: `spark-submit
-jobs/replay_share_state.py`, the `sharestate` console script, `python -m sharestate`.
-The options are parsed in `options`, the counts at the end are `summary`'s.
+jobs/replay_share_state.py`, the `sharestate` console script, `python -m sharestate`. It
+holds the output folder's lock for the whole run (`sharestate.io.lock`: one run at a time).
+A full run computes everything from the exports (`sharestate.job.pipeline`); an incremental
+one goes on from the last complete run's checkpoint (`sharestate.job.incremental`), or runs
+as a full run when there is none to go on from. Options are parsed in `options`, the counts
+at the end are `summary`'s.
 """
 
 from __future__ import annotations
@@ -14,22 +18,24 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
+from sharestate.audits import exported_positions, position_extents, quarantine_kinds
 from sharestate.errors import InputError
+from sharestate.io.changes import ExportFiles
 from sharestate.io.checkpoint import (
-    APPENDED_TABLES,
-    CARRIED_TABLES,
     CHECKPOINT_TABLE,
-    PreviousOutput,
-    checkpoint_table,
-    new_rows_predicate,
-    read_prior_run,
+    Checkpoint,
+    Extent,
+    checkpoint_frame,
+    read_checkpoint,
     stats_columns,
 )
 from sharestate.io.files import unreadable_files_named
+from sharestate.io.lock import output_lock
+from sharestate.io.store import TableStore
 from sharestate.io.tables import (
     Written,
-    delta_version,
     keep_writes,
     read_table,
     undo_writes,
@@ -37,6 +43,13 @@ from sharestate.io.tables import (
 )
 from sharestate.job.cache import CacheScope
 from sharestate.job.config import JobConfig
+from sharestate.job.incremental import (
+    IncrementalRun,
+    export_listings,
+    run_incremental,
+    run_options,
+    why_not_incremental,
+)
 from sharestate.job.pipeline import (
     Results,
     WrittenTables,
@@ -45,8 +58,14 @@ from sharestate.job.pipeline import (
     read_inputs,
     replay_decoded,
 )
-from sharestate.job.summary import format_summary, summarize, summary_table, write_summary_file
-from sharestate.replay.fold import SINCE
+from sharestate.job.summary import (
+    format_summary,
+    incremental_summary,
+    running_totals,
+    summarize,
+    summary_table,
+    write_summary_file,
+)
 
 log = logging.getLogger("sharestate")
 
@@ -55,107 +74,116 @@ def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any
     """Run the job: read and decode the exports, write every table, print the summary.
 
     The checkpoint is written last: a run killed before it leaves the previous run's
-    checkpoint in force, and the next incremental run redoes this one's work. A run that
-    fails puts back every table it had written. A file of an input that Spark cannot read
-    (corrupt, truncated, not Parquet) fails the run with an `InputError` naming the file
-    and the option, whichever stage first reads it."""
+    checkpoint in force, and the next incremental run puts back what the killed one wrote.
+    A run that fails puts back every table it had written. A file of an input that Spark
+    cannot read (corrupt, truncated, not Parquet) fails the run with an `InputError` naming
+    the file and the option, whichever stage first reads it. Another run writing to the
+    same output stops this one at once (`OutputLockedError`)."""
     output = config.validate_for_run()
-    with unreadable_files_named(config.read_paths()):
-        previous = _previous_run(spark, config, output)
-        tables = _OutputTables(spark, config, output, previous)
-        with CacheScope() as cache:
-            summary = _compute_and_write(spark, config, tables, cache)
-        tables.keep()
-        _report(spark, config, output, summary, previous, show)
-        return summary
+    with output_lock(output, spark), unreadable_files_named(config.read_paths()):
+        if config.mode == "incremental":
+            checkpoint = read_checkpoint(spark, output)
+            reason = why_not_incremental(config, checkpoint)
+            if reason is None:
+                assert checkpoint is not None
+                return _incremental(spark, config, output, checkpoint, show)
+            log.info("running as a full run: %s", reason)
+        return _full(spark, config, output, show)
+
+
+# --- full runs ---------------------------------------------------------------------------------
+
+
+def _full(spark: SparkSession, config: JobConfig, output: str, show: int) -> dict[str, Any]:
+    # Listed before anything is read: a file added during the run is read by the next.
+    listings = export_listings(config, spark)
+    tables = _OutputTables(spark, config, output)
+    with CacheScope() as cache:
+        summary = _compute_and_write(spark, config, tables, cache, listings)
+    tables.keep()
+    _report(config, output, summary, show, spark)
+    return summary
 
 
 def _compute_and_write(
-    spark: SparkSession, config: JobConfig, tables: _OutputTables, cache: CacheScope
+    spark: SparkSession,
+    config: JobConfig,
+    tables: _OutputTables,
+    cache: CacheScope,
+    listings: dict[str, ExportFiles],
 ) -> dict[str, Any]:
     """Read, decode, replay; write the per-record tables and the state; audit; write the
     audit tables; count the summary; write the checkpoint. If a step fails, the tables
     written so far are put back."""
-    previous = tables.previous
-    incremental = previous is not None
-    # A full run's audits read the per-record tables as written: a few columns of a written
-    # table cost less than folding or decoding again, or than caching the fold's output or
-    # the decode. An incremental run's new rows are few and are cached instead: they lie
-    # scattered over the written tables, and finding them there is slow.
+    # The audits read the per-record tables as written: a few columns of a written table
+    # cost less than folding or decoding again, or than caching the fold's output or the
+    # decode.
     log.info("reading and decoding %s", config.share_state)
-    inputs = read_inputs(spark, config, previous, cache)
-    decoded = decode_inputs(
-        inputs, config, cache, only_new_rows=incremental, read_back=not incremental
-    )
-    replayed = replay_decoded(inputs, decoded, config, previous, cache, keep_history=incremental)
+    inputs = read_inputs(spark, config)
+    decoded = decode_inputs(inputs, config, cache, read_back=True)
+    replayed = replay_decoded(inputs, decoded, config, cache, keep_history=False)
     try:
         first = replayed.tables()
         for name, df in first.items():
             tables.write(name, df)
-        written = None if incremental else tables.written_tables()
         log.info("auditing the replayed state")
-        results = audit_replayed(replayed, config, previous, written)
+        results = audit_replayed(replayed, config, tables.written_tables())
         for name, df in results.tables().items():
             if name not in first:
                 tables.write(name, df)
         log.info("counting the run summary")
-        summary = summarize(tables.as_written(results))
-        checkpoint = _checkpoint(spark, config, results, tables)
+        written = tables.as_written(results)
+        summary = summarize(written)
+        summary["mode"] = "full"
+        summary["run_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+        tables.write("run_summary", summary_table(spark, summary))
         if config.as_of is None:  # a replay "as of" the past is not a point to go on from
-            tables.write_checkpoint(checkpoint)
+            totals = running_totals(
+                summary, quarantine_kinds(written.quarantine), written.share_group_records
+            )
+            checkpoint = Checkpoint(
+                extents=_extents(written),
+                table_versions=tables.versions_written(),
+                exports=listings,
+                options=run_options(config),
+                totals=totals,
+            )
+            tables.write_checkpoint(checkpoint_frame(spark, checkpoint))
     except BaseException:
         tables.put_back()
         raise
     return summary
 
 
-def _previous_run(spark: SparkSession, config: JobConfig, output: str) -> PreviousOutput | None:
-    """For --mode incremental: the last complete run's checkpoint and tables, if any."""
-    if config.mode != "incremental":
-        return None
-    previous = _previous_output(spark, output)
-    if previous is None:
-        log.info("no complete earlier run under %s: replaying everything", output)
-    return previous
+def _extents(results: Results) -> dict[str, dict[int, Extent]]:
+    """Per input and partition: the exported positions the run processed."""
+    sources = {"share_state": results.share_state_records}
+    if results.share_group_records is not None:
+        sources["consumer_offsets"] = results.share_group_records
+    return {
+        source: _position_extents(records, results.quarantine, source)
+        for source, records in sources.items()
+    }
 
 
-def _previous_output(spark: SparkSession, output: str) -> PreviousOutput | None:
-    prior = read_prior_run(read_table(spark, f"{output}/{CHECKPOINT_TABLE}", "delta"))
-    if prior is None or prior.state_version is None:
-        return None
-    tables: dict[str, DataFrame] = {}
-    for name in (*APPENDED_TABLES, "share_partition_state"):
-        version = prior.state_version if name == "share_partition_state" else None
-        table = read_table(spark, f"{output}/{name}", "delta", version)
-        if table is not None:
-            tables[name] = table
-    # Carried audit tables only at the versions the checkpointed run wrote: a later run
-    # that was killed may have written newer ones.
-    for name, version in prior.carried.get("versions", {}).items():
-        table = read_table(spark, f"{output}/{name}", "delta", int(version))
-        if table is not None:
-            tables[name] = table
-    if "share_partition_state" not in tables:
-        return None
-    if SINCE not in tables["share_partition_state"].columns:
-        log.info("the state under %s predates %s: replaying everything", output, SINCE)
-        return None
-    return PreviousOutput(prior, tables)
+def _position_extents(records: DataFrame, quarantine: DataFrame, source: str) -> dict[int, Extent]:
+    """Per partition of input `source`: the extent of its exported positions among
+    `records` and `quarantine`."""
+    extents = position_extents(exported_positions(records, quarantine, source))
+    return {
+        int(row["source_partition"]): Extent(
+            int(row["first_offset"]), int(row["last_offset"]), int(row["rows"])
+        )
+        for row in extents.collect()
+    }
 
 
 class _OutputTables:
-    """The run's output folder: writes each table (of an appended table, this run's rows)
-    and logs it, remembers what it wrote to put it back if the run fails, and reads this
-    run's rows back."""
+    """A full run's output folder: writes each table and logs it, remembers what it wrote
+    to put it back if the run fails, and reads the per-record tables back."""
 
-    def __init__(
-        self,
-        spark: SparkSession,
-        config: JobConfig,
-        output: str,
-        previous: PreviousOutput | None,
-    ) -> None:
-        self.spark, self.config, self.output, self.previous = spark, config, output, previous
+    def __init__(self, spark: SparkSession, config: JobConfig, output: str) -> None:
+        self.spark, self.config, self.output = spark, config, output
         #: Path -> what this run wrote there, put back if it fails.
         self.done: dict[str, Written] = {}
         #: Table -> the Delta commit this run made.
@@ -167,25 +195,20 @@ class _OutputTables:
         log.info("writing %s", name)
         started = time.monotonic()
         path = f"{self.output}/{name}"
-        where, append = None, False
-        if self.previous is not None and name in APPENDED_TABLES:
-            append = self._untouched_since_checkpoint(self.previous, name)
-            if not append:
-                where = new_rows_predicate(self.previous.prior, APPENDED_TABLES[name])
         written = write_table(
             df,
             path,
             self.config.output_format,
-            replace_where=where,
-            append=append,
             stats_columns=stats_columns(name),
             keep_previous=True,
         )
         self.done[path] = written
         self.versions[name] = written.version
         rows = f"{written.rows:,} rows" if written.rows is not None else "rows not counted"
-        how = " (appended)" if append or where is not None else ""
-        log.info("wrote %s: %s%s in %.1f s", name, rows, how, time.monotonic() - started)
+        log.info("wrote %s: %s in %.1f s", name, rows, time.monotonic() - started)
+
+    def versions_written(self) -> dict[str, int]:
+        return {name: v for name, v in self.versions.items() if v is not None}
 
     def write_checkpoint(self, checkpoint: DataFrame) -> None:
         path = f"{self.output}/{CHECKPOINT_TABLE}"
@@ -193,24 +216,11 @@ class _OutputTables:
             checkpoint, path, self.config.output_format, keep_previous=True
         )
 
-    def _untouched_since_checkpoint(self, previous: PreviousOutput, name: str) -> bool:
-        """Whether the appended table `name` is as the checkpointed run left it (no later,
-        unfinished run wrote to it): then new rows are appended as they are, without the
-        `replaceWhere`, which would scan the whole table for rows above the checkpoint."""
-        recorded = previous.prior.carried.get("appended_versions", {}).get(name)
-        return (
-            recorded is not None
-            and name in previous.tables
-            and delta_version(self.spark, f"{self.output}/{name}") == int(recorded)
-        )
-
     def read_back(self, name: str) -> DataFrame:
-        """The table this run wrote to `name` (of an appended table, this run's rows)."""
+        """The table this run wrote to `name`."""
         table = read_table(self.spark, f"{self.output}/{name}", self.config.output_format)
         if table is None:
             raise InputError(f"{self.output}/{name}: the table this run wrote cannot be read back")
-        if self.previous is not None and name in APPENDED_TABLES:
-            table = table.filter(new_rows_predicate(self.previous.prior, APPENDED_TABLES[name]))
         return table
 
     def written_tables(self) -> WrittenTables:
@@ -222,10 +232,10 @@ class _OutputTables:
         )
 
     def as_written(self, results: Results) -> Results:
-        """`results` with the per-record tables read back (this run's rows of them), for the
-        run summary to count: it then counts what was written, and a few columns of the
-        written tables are cheaper to read than the decoded rows, whole, from the disk
-        cache (or, when nothing was cached, than decoding again for each count)."""
+        """`results` with the per-record tables read back, for the run summary to count: it
+        then counts what was written, and a few columns of the written tables are cheaper
+        to read than the decoded rows, whole, from the disk cache (or, when nothing was
+        cached, than decoding again for each count)."""
         groups = results.share_group_records
         return replace(
             results,
@@ -238,8 +248,8 @@ class _OutputTables:
 
     def put_back(self) -> None:
         """After a failure: the tables as the run found them, so that the output is the
-        earlier run's throughout, not partly this one's. (A killed run cannot do this; see
-        README.)"""
+        earlier run's throughout, not partly this one's. (A killed run cannot do this: the
+        next incremental run does it.)"""
         if not self.done:
             return
         log.warning("the run failed: putting back the %d table(s) it had written", len(self.done))
@@ -253,45 +263,148 @@ class _OutputTables:
         keep_writes(self.spark, self.done, self.config.output_format)
 
 
-def _checkpoint(
-    spark: SparkSession, config: JobConfig, results: Results, tables: _OutputTables
-) -> DataFrame:
-    """The new `_checkpoint`: the offsets this run reached, the state's version, and (Delta)
-    the versions of the tables the next incremental run goes on from."""
-    previous = tables.previous
-    versions = tables.versions
-    read = {source: export.rows for source, export in results.inputs.items()}
-    carried = None
-    if config.output_format == "delta":
-        carried = {
-            "versions": {name: versions[name] for name in CARRIED_TABLES},
-            "appended_versions": {
-                name: versions[name] for name in APPENDED_TABLES if name in versions
-            },
-            "delivery_count_limit": config.delivery_count_limit,
-        }
-    return checkpoint_table(
-        spark,
-        previous.prior if previous else None,
-        read,
-        versions["share_partition_state"],
-        carried,
+# --- incremental runs --------------------------------------------------------------------------
+
+
+def _incremental(
+    spark: SparkSession, config: JobConfig, output: str, checkpoint: Checkpoint, show: int
+) -> dict[str, Any]:
+    store = TableStore(spark, output)
+    written: list[str] = []
+    with CacheScope() as cache:
+        try:
+            run = run_incremental(config, store, checkpoint, cache, written)
+            if run is None:
+                return _nothing_new(config, checkpoint)
+            summary, totals = _incremental_summary(run, checkpoint)
+            _finish_incremental(spark, config, store, checkpoint, run, summary, totals, written)
+        except BaseException:
+            _put_back(store, checkpoint, written)
+            raise
+    _report(config, output, summary, show, spark)
+    return summary
+
+
+def _nothing_new(config: JobConfig, checkpoint: Checkpoint) -> dict[str, Any]:
+    when = checkpoint.written_at.isoformat() if checkpoint.written_at else "the last run"
+    message = f"nothing new in the exports since {when}: no table written"
+    log.info(message)
+    print(f"sharestate: {message}")
+    return {"mode": "incremental", "nothing_new": True, "checkpoint_written_at": when}
+
+
+def _incremental_summary(
+    run: IncrementalRun, checkpoint: Checkpoint
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    new, increment, audits = run.new, run.increment, run.audits
+    decoded = {"share_state": (new.state_decoded.records, new.state_decoded.quarantine)}
+    if new.groups_decoded is not None:
+        decoded["consumer_offsets"] = (new.groups_decoded.records, new.groups_decoded.quarantine)
+    summary, totals = incremental_summary(
+        arrivals=dict(new.arrivals()),
+        decoded=decoded,
+        state=increment.state,
+        quarantine_kinds=audits.quarantine_kinds,
+        range_changes=increment.range_totals,
+        findings=audits.findings,
+        pruning_cutoff=audits.pruning_cutoff,
+        share_groups=audits.share_groups,
+        share_partition_lag=audits.share_partition_lag,
+        previous=dict(checkpoint.totals),
     )
+    totals["consumer_offsets_end"] = _latest_group_record(
+        checkpoint.totals.get("consumer_offsets_end"), increment.group_records
+    )
+    summary["changes"] = [
+        {
+            "table": c.table,
+            "operation": c.operation,
+            "files_read": c.files_read,
+            "bytes_read": c.bytes_read,
+            "files_written": c.files_written,
+            "bytes_written": c.bytes_written,
+            "rows_inserted": c.rows_inserted,
+            "rows_deleted": c.rows_deleted,
+            "writer": c.writer,
+        }
+        for c in increment.changes
+    ]
+    return summary, totals
+
+
+def _latest_group_record(stored: str | None, group_records: DataFrame | None) -> str | None:
+    if group_records is None:
+        return stored
+    row = group_records.agg(F.max("source_timestamp").alias("end")).first()
+    new = row["end"].isoformat() if row is not None and row["end"] is not None else None
+    if stored is None or new is None:
+        return stored or new
+    latest: str = max(stored, new, key=datetime.fromisoformat)
+    return latest
+
+
+def _finish_incremental(
+    spark: SparkSession,
+    config: JobConfig,
+    store: TableStore,
+    checkpoint: Checkpoint,
+    run: IncrementalRun,
+    summary: dict[str, Any],
+    totals: dict[str, Any],
+    written: list[str],
+) -> None:
+    """The run summary and the new checkpoint, last."""
+    summary["mode"] = "incremental"
+    summary["run_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    written.append("run_summary")
+    store.overwrite("run_summary", summary_table(spark, summary))
+    versions = dict(checkpoint.table_versions)
+    for name in written:
+        version = store.version(name)
+        if version is not None:
+            versions[name] = version
+    extents = {source: dict(parts) for source, parts in checkpoint.extents.items()}
+    quarantine = run.new.quarantine()
+    new_records = {"share_state": run.new.state_decoded.records}
+    if run.new.groups_decoded is not None:
+        new_records["consumer_offsets"] = run.new.groups_decoded.records
+    for source, records in new_records.items():
+        for partition, extent in _position_extents(records, quarantine, source).items():
+            before = extents.setdefault(source, {}).get(partition)
+            extents[source][partition] = extent if before is None else before.widened(extent)
+    written.append(CHECKPOINT_TABLE)
+    new_checkpoint = Checkpoint(
+        extents=extents,
+        table_versions=versions,
+        exports=run.listings,
+        options=run_options(config),
+        totals=totals,
+    )
+    store.overwrite(CHECKPOINT_TABLE, checkpoint_frame(spark, new_checkpoint))
+
+
+def _put_back(store: TableStore, checkpoint: Checkpoint, written: list[str]) -> None:
+    """After a failed incremental run: every table it changed, back at the checkpoint's
+    version."""
+    if not written:
+        return
+    log.warning("the run failed: putting back the %d table(s) it had written", len(written))
+    for name in reversed(written):
+        version = checkpoint.table_versions.get(name)
+        try:
+            if version is not None and store.version(name) != version:
+                store.restore(name, version)
+        except Exception:  # the run's own error is the one to report
+            log.exception("could not put back %s", name)
+
+
+# --- the end of a run --------------------------------------------------------------------------
 
 
 def _report(
-    spark: SparkSession,
-    config: JobConfig,
-    output: str,
-    summary: dict[str, Any],
-    previous: PreviousOutput | None,
-    show: int,
+    config: JobConfig, output: str, summary: dict[str, Any], show: int, spark: SparkSession
 ) -> None:
-    """The run summary: completed, written as a table and a file, printed; and `show` rows
-    of the state."""
-    summary["mode"] = "incremental" if previous is not None else "full"
-    summary["run_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    write_table(summary_table(spark, summary), f"{output}/run_summary", config.output_format)
+    """The run summary as a file, printed; and `show` rows of the state."""
     write_summary_file(output, summary)
     print(format_summary(summary))
     if show:

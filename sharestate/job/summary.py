@@ -308,3 +308,210 @@ def write_summary_file(output: str, summary: dict[str, Any]) -> None:
     with open(os.path.join(folder, "run_summary.json"), "w", encoding="utf-8") as handle:
         json.dump(summary, handle, indent=2, sort_keys=True)
         handle.write("\n")
+
+
+# --- incremental runs: this run's counts, and the running totals the checkpoint carries -------
+
+
+def _added(before: dict[str, int], more: dict[str, int]) -> dict[str, int]:
+    out = dict(before)
+    for key, value in more.items():
+        out[key] = out.get(key, 0) + value
+    return dict(sorted(out.items()))
+
+
+def running_totals(
+    summary: dict[str, Any], quarantine_kinds: DataFrame, group_records: DataFrame | None
+) -> dict[str, Any]:
+    """What a full run's checkpoint carries for the next incremental run's summary and
+    findings: the counts that add up over runs, the quarantine's counts per (source,
+    reason_kind), and the latest group record's time."""
+    totals: dict[str, Any] = {
+        "inputs": {
+            source: {
+                k: info[k] for k in ("rows_read", "duplicates_dropped", "decoded", "quarantined")
+            }
+            for source, info in summary["inputs"].items()
+            if "skipped" not in info
+        },
+        "share_state_records": {
+            "by_record_type": summary["share_state_records"]["by_record_type"],
+            "by_layout": summary["share_state_records"]["by_layout"],
+        },
+        "quarantine": {"by_reason_kind": summary["quarantine"]["by_reason_kind"]},
+        "ranges": _range_totals(summary),
+        "quarantine_kinds": _kinds(quarantine_kinds),
+        "consumer_offsets_end": _latest(group_records),
+    }
+    if "share_group_records" in summary:
+        totals["share_group_records"] = {
+            "by_record_type": summary["share_group_records"]["by_record_type"]
+        }
+    return totals
+
+
+def _range_totals(summary: dict[str, Any]) -> dict[str, list[int]]:
+    poison = summary["poison_messages"]
+    out = {REASON_DELIVERY_LIMIT: [poison["ranges"], poison["offsets"]]}
+    for reason, counts in summary["archived_messages"]["by_reason"].items():
+        out[reason] = [counts["ranges"], counts["offsets"]]
+    return out
+
+
+def _kinds(quarantine_kinds: DataFrame) -> list[list[Any]]:
+    return sorted(
+        [
+            [
+                r["source"],
+                r["reason_kind"],
+                int(r["rows"]),
+                r["first_source_partition"],
+                r["first_source_offset"],
+            ]
+            for r in quarantine_kinds.collect()
+        ],
+        key=lambda k: (str(k[0]), str(k[1])),
+    )
+
+
+def _latest(group_records: DataFrame | None) -> str | None:
+    if group_records is None:
+        return None
+    row = group_records.agg(F.max("source_timestamp").alias("end")).first()
+    end = row["end"] if row is not None else None
+    return end.isoformat() if end is not None else None
+
+
+def _ranges_summary(ranges: dict[str, list[int]]) -> dict[str, Any]:
+    poison = ranges.get(REASON_DELIVERY_LIMIT, [0, 0])
+    archived = {r: v for r, v in ranges.items() if r != REASON_DELIVERY_LIMIT and v[0]}
+    return {
+        "poison_messages": {"ranges": poison[0], "offsets": poison[1]},
+        "archived_messages": {
+            "ranges": sum(v[0] for v in archived.values()),
+            "offsets": sum(v[1] for v in archived.values()),
+            "by_reason": {
+                r: {"ranges": v[0], "offsets": v[1]} for r, v in sorted(archived.items())
+            },
+        },
+    }
+
+
+def incremental_summary(
+    *,
+    arrivals: dict[str, Any],
+    decoded: dict[str, tuple[DataFrame, DataFrame]],
+    state: DataFrame,
+    quarantine_kinds: DataFrame,
+    range_changes: dict[str, tuple[int, int]],
+    findings: DataFrame,
+    pruning_cutoff: DataFrame,
+    share_groups: DataFrame | None,
+    share_partition_lag: DataFrame | None,
+    previous: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An incremental run's summary, in the shape of a full run's: its inputs are this
+    run's rows (and how many were already processed or backfilled); the tables' counts are
+    the whole output's, from the `previous` running totals plus this run's, or from the
+    state-sized tables themselves. Returns the summary and the new running totals.
+
+    `arrivals`: input -> `Arrivals`; `decoded`: input -> (records, quarantine)."""
+    inputs: dict[str, Any] = {}
+    run_totals: dict[str, Any] = {}
+    record_types: dict[str, dict[str, int]] = {}
+    for source, arrived in arrivals.items():
+        records, quarantined = decoded[source]
+        quarantine_count = quarantined.count()
+        if source == "share_state":
+            pairs = _counts_by_pair(records, "record_type", "layout")
+            record_types["by_record_type"] = _totals(pairs, 0)
+            record_types["by_layout"] = _totals(pairs, 1)
+            decoded_count = sum(count for _, _, count in pairs)
+        else:
+            record_types["groups"] = _count_by(records, "record_type")
+            decoded_count = sum(record_types["groups"].values())
+        counts = arrived.counts
+        inputs[source] = {
+            "path": arrived.path,
+            "format": arrived.format,
+            "rows_read": counts.read,
+            "duplicates_dropped": counts.duplicates,
+            "decoded": decoded_count,
+            "quarantined": quarantine_count,
+            "reconciled": counts.read == counts.duplicates + decoded_count + quarantine_count,
+            "already_processed": arrived.processed,
+            "backfilled": arrived.backfill,
+            "export_read_whole": not arrived.tracked,
+        }
+        before = previous.get("inputs", {}).get(source, {})
+        run_totals[source] = {
+            key: int(before.get(key, 0)) + int(inputs[source][key])
+            for key in ("rows_read", "duplicates_dropped", "decoded", "quarantined")
+        }
+    if "consumer_offsets" not in arrivals:
+        inputs["consumer_offsets"] = {
+            "skipped": "no --consumer-offsets given: group-metadata checks are skipped"
+        }
+    kinds = _kinds(quarantine_kinds)
+    by_kind: dict[str, int] = {}
+    for kind in kinds:
+        by_kind[str(kind[1])] = by_kind.get(str(kind[1]), 0) + int(kind[2])
+    keys = state.agg(
+        F.count(F.lit(1)).alias("keys"),
+        F.countDistinct("group_id").alias("groups"),
+        F.count(F.when(F.col("deleted"), 1)).alias("deleted"),
+    ).first()
+    previous_records = previous.get("share_state_records", {})
+    summary: dict[str, Any] = {
+        "inputs": inputs,
+        "share_state_records": {
+            "by_record_type": _added(
+                previous_records.get("by_record_type", {}), record_types["by_record_type"]
+            ),
+            "by_layout": _added(previous_records.get("by_layout", {}), record_types["by_layout"]),
+            "share_partitions": int(keys["keys"]) if keys else 0,
+            "groups": int(keys["groups"]) if keys else 0,
+        },
+        "share_partition_state": {
+            "share_partitions": int(keys["keys"]) if keys else 0,
+            "deleted": int(keys["deleted"]) if keys else 0,
+        },
+    }
+    if "groups" in record_types and share_groups is not None:
+        before = previous.get("share_group_records", {}).get("by_record_type", {})
+        summary["share_group_records"] = {
+            "by_record_type": _added(before, record_types["groups"]),
+            "share_groups": share_groups.count(),
+        }
+    summary["quarantine"] = {
+        "rows": sum(by_kind.values()),
+        "by_reason_kind": dict(sorted(by_kind.items())),
+    }
+    ranges = {r: list(v) for r, v in (previous.get("ranges") or {}).items()}
+    for reason, (count, offsets) in range_changes.items():
+        before_range = ranges.get(reason, [0, 0])
+        ranges[reason] = [before_range[0] + count, before_range[1] + offsets]
+    summary.update(_ranges_summary(ranges))
+    summary["findings"] = _finding_counts(findings)
+    pruning = _pruning_counts(pruning_cutoff)
+    if pruning is not None:
+        summary["pruning_cutoff"] = pruning
+    if share_groups is not None and (groups := _share_group_counts(share_groups)) is not None:
+        summary["share_groups"] = groups
+    if share_partition_lag is not None and (lag := _lag_counts(share_partition_lag)) is not None:
+        summary["lag"] = lag
+    totals: dict[str, Any] = {
+        "inputs": run_totals,
+        "share_state_records": {
+            "by_record_type": summary["share_state_records"]["by_record_type"],
+            "by_layout": summary["share_state_records"]["by_layout"],
+        },
+        "quarantine": {"by_reason_kind": summary["quarantine"]["by_reason_kind"]},
+        "ranges": ranges,
+        "quarantine_kinds": kinds,
+    }
+    if "share_group_records" in summary:
+        totals["share_group_records"] = {
+            "by_record_type": summary["share_group_records"]["by_record_type"]
+        }
+    return summary, totals

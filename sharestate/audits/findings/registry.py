@@ -95,14 +95,17 @@ class FindingInputs:
     #: per-record rules read them; the earlier run's rows of those rules are kept.
     history: DataFrame
     share_state_positions: DataFrame
-    quarantine: DataFrame
+    #: `quarantine_kinds`: the quarantined rows counted per (source, reason_kind).
+    quarantine_kinds: DataFrame
     segments: DataFrame
     delivery_counts: DataFrame
     state: DataFrame
     delivery_count_limit: int
     stall_span_seconds: float
     state_topic_partitions: int | None = None
-    consumer_offsets_positions: DataFrame | None = None
+    #: `position_extents` of the `__consumer_offsets` export.
+    consumer_offsets_extents: DataFrame | None = None
+    #: The group records; the rules read only their latest `source_timestamp`.
     group_records: DataFrame | None = None
     groups: DataFrame | None = None
     lag: DataFrame | None = None

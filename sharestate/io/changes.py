@@ -1,0 +1,182 @@
+"""What an export holds now, and which of its files are new since a run saw it.
+
+An export only grows: an exporter adds files (a Parquet folder) or commits (a Delta table);
+it does not rewrite what it wrote. So an incremental run lists the export and reads only
+the files it has not seen (`ExportFiles`, kept in the checkpoint), instead of filtering
+every file of the export for rows above the checkpoint, which costs a read of every file's
+footer and grows with the export. The rows of a new file can still lie below the
+checkpoint (a late file, a re-export of a lost range): the run tells those apart.
+
+* Parquet folder: its files as Spark lists them (recursively, without names starting with
+  `_` or `.`), with size and modification time where the file system is local, so a file
+  rewritten in place counts as new.
+* Delta table on the local file system: its version; the files new since a version are the
+  `add` actions of the commits after it. A commit that removes data files (a rewrite, a
+  delete) or uses deletion vectors, a log cleaned of the commits needed, or a table with
+  column mapping make the new files unknown (`None`): the run then filters the whole export.
+* Anything else (a Delta table elsewhere, `kafka://`): unknown, the same fallback.
+
+Listing uses no Spark where the export is local, so a run can tell "nothing new" before it
+starts Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final
+from urllib.parse import unquote, urlparse
+
+from pyspark.sql import DataFrame, SparkSession
+
+from sharestate.io.files import hadoop_file_system, local_path
+
+PARQUET: Final = "parquet"
+DELTA: Final = "delta"
+UNTRACKED: Final = "untracked"
+_COMMIT: Final = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT_FILE: Final = re.compile(r"^(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet$")
+
+
+@dataclass(frozen=True)
+class ExportFiles:
+    """What an export held when a run listed it: its files (a Parquet folder; path ->
+    [size, modification time in ms], or [-1, -1] where the file system gives neither
+    cheaply) or its version (a Delta table)."""
+
+    kind: str
+    files: dict[str, list[int]] = field(default_factory=dict)
+    version: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "files": self.files, "version": self.version}
+
+    @staticmethod
+    def from_json(data: dict[str, Any] | None) -> ExportFiles | None:
+        if not data:
+            return None
+        files = {str(k): [int(x) for x in v] for k, v in (data.get("files") or {}).items()}
+        version = data.get("version")
+        return ExportFiles(str(data["kind"]), files, None if version is None else int(version))
+
+    def unchanged_since(self, earlier: ExportFiles | None) -> bool:
+        """Whether nothing was added since `earlier` (untracked exports always may have)."""
+        if earlier is None or self.kind != earlier.kind or self.kind == UNTRACKED:
+            return False
+        if self.kind == DELTA:
+            return self.version == earlier.version
+        return self.files == earlier.files
+
+
+def _hidden(name: str) -> bool:
+    """Names Spark's file listing leaves out."""
+    return name.startswith(("_", ".")) or name.endswith("._COPYING_")
+
+
+def _list_local_parquet(root: str) -> dict[str, list[int]]:
+    files: dict[str, list[int]] = {}
+    base = os.path.abspath(local_path(root))
+    for folder, subfolders, names in os.walk(base):
+        subfolders[:] = sorted(d for d in subfolders if not _hidden(d))
+        for name in sorted(names):
+            if _hidden(name):
+                continue
+            full = os.path.join(folder, name)
+            stat = os.stat(full)
+            files[full] = [int(stat.st_size), int(stat.st_mtime_ns // 1_000_000)]
+    return files
+
+
+def _list_hadoop_parquet(spark: SparkSession, root: str) -> dict[str, list[int]]:
+    # One JVM call returns every path: a py4j round trip per file would cost more than the
+    # listing itself on a large export.
+    fs, make_path = hadoop_file_system(spark, root)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    statuses = fs.listStatus(make_path(root))
+    paths = jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(statuses)
+    pending = [str(p) for p in jvm.java.util.Arrays.asList(paths).toArray()]
+    files: dict[str, list[int]] = {}
+    while pending:
+        current = pending.pop()
+        name = current.rstrip("/").rsplit("/", 1)[-1]
+        if _hidden(name):
+            continue
+        status = fs.getFileStatus(make_path(current))
+        if status.isDirectory():
+            children = jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(
+                fs.listStatus(make_path(current))
+            )
+            pending.extend(str(p) for p in jvm.java.util.Arrays.asList(children).toArray())
+        else:
+            files[current] = [-1, -1]
+    return files
+
+
+def _local_delta_version(root: str) -> int | None:
+    log = os.path.join(os.path.abspath(local_path(root)), "_delta_log")
+    versions = [int(m.group(1)) for n in os.listdir(log) if (m := _COMMIT.match(n))]
+    checkpoints = [int(m.group(1)) for n in os.listdir(log) if (m := _CHECKPOINT_FILE.match(n))]
+    found = versions + checkpoints
+    return max(found) if found else None
+
+
+def list_export(path: str, fmt: str, spark: SparkSession | None = None) -> ExportFiles:
+    """What the export at `path` (format `fmt`: parquet, delta or kafka) holds now. Without
+    `spark`, only a local export can be listed (else: untracked)."""
+    local = urlparse(path).scheme in ("", "file")
+    if fmt == PARQUET and local:
+        return ExportFiles(PARQUET, _list_local_parquet(path))
+    if fmt == PARQUET and spark is not None:
+        return ExportFiles(PARQUET, _list_hadoop_parquet(spark, path))
+    if fmt == DELTA and local:
+        return ExportFiles(DELTA, version=_local_delta_version(path))
+    return ExportFiles(UNTRACKED)
+
+
+def new_files(path: str, earlier: ExportFiles, now: ExportFiles) -> list[str] | None:
+    """The files of the export at `path` that hold what was added since `earlier`; None
+    when that cannot be told (the run then filters the whole export)."""
+    if earlier.kind != now.kind or now.kind == UNTRACKED:
+        return None
+    if now.kind == PARQUET:
+        return sorted(p for p, seen in now.files.items() if earlier.files.get(p) != seen)
+    if earlier.version is None or now.version is None or now.version < earlier.version:
+        return None
+    return _delta_added_files(path, earlier.version, now.version)
+
+
+def _delta_added_files(path: str, after: int, upto: int) -> list[str] | None:
+    """The data files the commits (after, upto] of a local Delta table added; None when a
+    commit did more than add files, or is no longer in the log."""
+    root = os.path.abspath(local_path(path))
+    added: list[str] = []
+    for version in range(after + 1, upto + 1):
+        commit = os.path.join(root, "_delta_log", f"{version:020d}.json")
+        if not os.path.exists(commit):
+            return None
+        with open(commit, encoding="utf-8") as lines:
+            for line in lines:
+                action = json.loads(line) if line.strip() else {}
+                if "remove" in action and action["remove"].get("dataChange", True):
+                    return None
+                if "metaData" in action:
+                    configuration = action["metaData"].get("configuration") or {}
+                    if configuration.get("delta.columnMapping.mode", "none") != "none":
+                        return None
+                if "add" in action:
+                    add = action["add"]
+                    if add.get("deletionVector"):
+                        return None
+                    if add.get("dataChange", True):
+                        added.append(os.path.join(root, unquote(add["path"])))
+    return added
+
+
+def read_files(spark: SparkSession, root: str, files: list[str]) -> DataFrame:
+    """The rows of `files`, Parquet files under the export `root` (partition folders named
+    `column=value` under it give their columns, as when the folder is read whole)."""
+    base = os.path.abspath(local_path(root)) if urlparse(root).scheme in ("", "file") else root
+    return spark.read.option("basePath", base).parquet(*files)

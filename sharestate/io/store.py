@@ -1,0 +1,307 @@
+"""The output folder's Delta tables as an incremental run changes them: read, append, replace
+rows, overwrite, restore; each change one commit.
+
+A change is computed by Spark and committed by one of two writers. Where the output folder
+is on the local file system the commit is made by delta-rs (the `deltalake` package) from
+Arrow on the driver: a small commit through Spark runs several Spark jobs (the table's
+snapshot, the write, Delta's post-commit work), delta-rs runs none, and an incremental run
+makes a dozen commits. Elsewhere (HDFS, object stores, Databricks) Spark's Delta writer
+makes the same commits, and a change too large to bring to the driver goes through Spark
+everywhere. Both write the same Delta protocol (reader 1, writer 2): what one writes the
+other reads and changes, and so do other Delta readers.
+
+`replace` is the one keyed change: it deletes the stored rows that match `delete` on the
+`on` columns and inserts `rows`, in one MERGE. Each change reports what it read and wrote
+(files, bytes, rows) from its own commit, for the run's log and the benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import urlparse
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sharestate.io.files import local_path
+from sharestate.io.tables import delta_table_sql, read_table
+
+#: Rows above which a change goes through Spark's writer even for a local output: bringing
+#: them to the driver as Arrow would cost more than Spark's fixed cost per commit.
+DRIVER_ROWS_LIMIT: Final = 1_000_000
+#: The marker column of `replace`'s MERGE source: which source rows delete, which insert.
+_OP: Final = "_sharestate_op"
+
+
+@dataclass(frozen=True)
+class Change:
+    """What one commit read and wrote: the table's files it read (scanned) and their bytes,
+    the files and bytes it added, the rows it inserted and deleted."""
+
+    table: str
+    operation: str
+    version: int | None
+    files_read: int = 0
+    bytes_read: int = 0
+    files_written: int = 0
+    bytes_written: int = 0
+    rows_inserted: int = 0
+    rows_deleted: int = 0
+    writer: str = "delta-rs"
+
+    def describe(self) -> str:
+        return (
+            f"{self.operation} v{self.version}: +{self.rows_inserted:,} -{self.rows_deleted:,}"
+            f" rows; read {self.files_read} file(s) {_mib(self.bytes_read)},"
+            f" wrote {self.files_written} file(s) {_mib(self.bytes_written)} ({self.writer})"
+        )
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.2f} MiB"
+
+
+def is_local(path: str) -> bool:
+    """Whether `path` is on the local file system (a plain path or a `file:` URI)."""
+    return urlparse(path).scheme in ("", "file")
+
+
+class TableStore:
+    """The Delta tables under `output` (one folder each)."""
+
+    def __init__(self, spark: SparkSession, output: str) -> None:
+        self.spark = spark
+        self.output = output.rstrip("/")
+        #: delta-rs commits where the output is local.
+        self.local = is_local(self.output)
+
+    def path(self, name: str) -> str:
+        return f"{self.output}/{name}"
+
+    def _local_path(self, name: str) -> str:
+        return os.path.abspath(local_path(self.path(name)))
+
+    def exists(self, name: str) -> bool:
+        if self.local:
+            return os.path.isdir(os.path.join(self._local_path(name), "_delta_log"))
+        return read_table(self.spark, self.path(name), "delta") is not None
+
+    def version(self, name: str) -> int | None:
+        """The table's latest version; None when there is no such table."""
+        if not self.exists(name):
+            return None
+        if self.local:
+            return int(_delta_rs_table(self._local_path(name)).version())
+        row = self.spark.sql(f"DESCRIBE HISTORY {delta_table_sql(self.path(name))} LIMIT 1")
+        return int(row.collect()[0]["version"])
+
+    def read(self, name: str, *, small: bool = True) -> DataFrame:
+        """The table as a DataFrame. `small`: a table of a few MB, read on the driver
+        through delta-rs where the output is local (no Spark job for Delta's snapshot)."""
+        if self.local and small:
+            table = _delta_rs_table(self._local_path(name)).to_pyarrow_table()
+            return self.spark.createDataFrame(table)
+        df = read_table(self.spark, self.path(name), "delta")
+        if df is None:
+            raise FileNotFoundError(self.path(name))
+        return df
+
+    def read_rows_of(self, name: str, keys: DataFrame) -> DataFrame:
+        """The rows of table `name` whose columns named in `keys` equal a row of `keys`.
+        Where the output is local, the table is read and filtered on the driver (Arrow),
+        and only the matching rows go to Spark: the stored ranges of the touched keys are
+        a fraction of a table that grows with the history."""
+        on = list(keys.columns)
+        if not self.local:
+            return self.read(name, small=False).join(keys, on, "left_semi")
+        table = self.read_arrow(name)
+        wanted = keys.toArrow()
+        if wanted.num_rows == 0:
+            return self.spark.createDataFrame(table.slice(0, 0))
+        wanted = wanted.cast(pa.schema([table.schema.field(c) for c in on]))
+        # Joined on the key columns and a row number only: Arrow's join does not carry
+        # every nested type along.
+        numbered = table.select(on).append_column("_row", pa.array(range(table.num_rows)))
+        rows = numbered.join(wanted, on, join_type="left semi").column("_row")
+        return self.spark.createDataFrame(table.take(rows))
+
+    def read_arrow(self, name: str) -> pa.Table:
+        """A small table as Arrow, on the driver."""
+        if self.local:
+            return _delta_rs_table(self._local_path(name)).to_pyarrow_table()
+        return self.read(name, small=False).toArrow()
+
+    def restore(self, name: str, version: int) -> None:
+        """Put the table back as it was at `version` (a new commit)."""
+        if self.local:
+            _delta_rs_table(self._local_path(name)).restore(version)
+            return
+        self.spark.sql(
+            f"RESTORE TABLE {delta_table_sql(self.path(name))} TO VERSION AS OF {version}"
+        )
+
+    def append(self, name: str, rows: DataFrame, *, row_count: int | None = None) -> Change:
+        """Add `rows` to the table (one commit)."""
+        if self._through_spark(row_count):
+            rows.write.format("delta").mode("append").save(self.path(name))
+            return self._spark_change(name, "append")
+        from deltalake import write_deltalake
+
+        arrow = rows.toArrow()
+        path = self._local_path(name)
+        write_deltalake(path, arrow, mode="append")
+        return self._delta_rs_change(name, "append")
+
+    def overwrite(self, name: str, rows: DataFrame) -> Change:
+        """Replace every row of the table with `rows` (one commit)."""
+        if self._through_spark(None):
+            rows.write.format("delta").mode("overwrite").save(self.path(name))
+            return self._spark_change(name, "overwrite")
+        from deltalake import write_deltalake
+
+        write_deltalake(self._local_path(name), rows.toArrow(), mode="overwrite")
+        return self._delta_rs_change(name, "overwrite")
+
+    def replace(
+        self,
+        name: str,
+        rows: DataFrame,
+        delete: DataFrame,
+        on: Sequence[str],
+        *,
+        row_count: int | None = None,
+    ) -> Change:
+        """Delete the stored rows whose `on` columns equal those of a row of `delete`, and
+        insert `rows`, in one MERGE. `delete` holds the `on` columns only, each combination
+        once (a stored row may match one of them at most)."""
+        source = _merge_source(rows, delete, on)
+        condition = " AND ".join(f"t.`{c}` = s.`{c}`" for c in on) + f" AND s.{_OP} = 'delete'"
+        insert = f"s.{_OP} = 'insert'"
+        if self._through_spark(row_count):
+            from delta.tables import DeltaTable
+
+            target = DeltaTable.forPath(self.spark, self.path(name))
+            (
+                target.alias("t")
+                .merge(source.alias("s"), condition)
+                .whenMatchedDelete()
+                .whenNotMatchedInsert(
+                    condition=insert, values={c: F.col(f"s.`{c}`") for c in rows.columns}
+                )
+                .execute()
+            )
+            return self._spark_change(name, "replace")
+        table = _delta_rs_table(self._local_path(name))
+        metrics = (
+            table.merge(source.toArrow(), condition, source_alias="s", target_alias="t")
+            .when_matched_delete()
+            .when_not_matched_insert_all(predicate=insert, except_cols=[_OP])
+            .execute()
+        )
+        return self._delta_rs_change(name, "replace", metrics)
+
+    def _through_spark(self, row_count: int | None) -> bool:
+        return not self.local or (row_count is not None and row_count > DRIVER_ROWS_LIMIT)
+
+    def _delta_rs_change(
+        self, name: str, operation: str, metrics: dict[str, Any] | None = None
+    ) -> Change:
+        path = self._local_path(name)
+        version = int(_delta_rs_table(path).version())
+        added, removed = _commit_files(path, version)
+        # A MERGE joins its source with every file of the table (no partition predicate
+        # narrows it): what it read is the whole table before the commit.
+        read = _table_files(path, version - 1) if operation == "replace" else removed
+        return Change(
+            table=name,
+            operation=operation,
+            version=version,
+            files_read=len(read),
+            bytes_read=sum(read.values()),
+            files_written=len(added),
+            bytes_written=sum(added.values()),
+            rows_inserted=int(metrics.get("num_target_rows_inserted", 0))
+            if metrics is not None
+            else _added_rows(path, version),
+            rows_deleted=int((metrics or {}).get("num_target_rows_deleted", 0)),
+        )
+
+    def _spark_change(self, name: str, operation: str) -> Change:
+        row = self.spark.sql(
+            f"DESCRIBE HISTORY {delta_table_sql(self.path(name))} LIMIT 1"
+        ).collect()[0]
+        metrics = {k: int(v) for k, v in (row["operationMetrics"] or {}).items() if v.isdigit()}
+        inserted = metrics.get("numTargetRowsInserted", metrics.get("numOutputRows", 0))
+        return Change(
+            table=name,
+            operation=operation,
+            version=int(row["version"]),
+            files_read=metrics.get("numTargetFilesRemoved", 0),
+            bytes_read=metrics.get("numTargetBytesRemoved", 0),
+            files_written=metrics.get("numTargetFilesAdded", metrics.get("numFiles", 0)),
+            bytes_written=metrics.get("numTargetBytesAdded", metrics.get("numOutputBytes", 0)),
+            rows_inserted=inserted,
+            rows_deleted=metrics.get("numTargetRowsDeleted", 0),
+            writer="spark",
+        )
+
+
+def _merge_source(rows: DataFrame, delete: DataFrame, on: Sequence[str]) -> DataFrame:
+    """`rows` marked to insert and `delete` marked to delete, in one DataFrame of `rows`'
+    columns (a delete row carries its `on` columns, nulls elsewhere)."""
+    types = {f.name: f.dataType for f in rows.schema.fields}
+    markers = delete.select(
+        *[(F.col(c) if c in on else F.lit(None)).cast(types[c]).alias(c) for c in rows.columns],
+        F.lit("delete").alias(_OP),
+    )
+    return rows.withColumn(_OP, F.lit("insert")).unionByName(markers)
+
+
+def _delta_rs_table(path: str) -> Any:
+    from deltalake import DeltaTable
+
+    return DeltaTable(path)
+
+
+def _commit_actions(path: str, version: int) -> list[dict[str, Any]]:
+    commit = os.path.join(path, "_delta_log", f"{version:020d}.json")
+    with open(commit, encoding="utf-8") as lines:
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def _commit_files(path: str, version: int) -> tuple[dict[str, int], dict[str, int]]:
+    """The files commit `version` added and removed, with their sizes (0 when a remove
+    action does not give one)."""
+    added: dict[str, int] = {}
+    removed: dict[str, int] = {}
+    for action in _commit_actions(path, version):
+        if "add" in action:
+            added[action["add"]["path"]] = int(action["add"].get("size") or 0)
+        elif "remove" in action:
+            removed[action["remove"]["path"]] = int(action["remove"].get("size") or 0)
+    return added, removed
+
+
+def _table_files(path: str, version: int) -> dict[str, int]:
+    """The files of the table at `version`, with their sizes."""
+    from deltalake import DeltaTable
+
+    actions = DeltaTable(path, version=version).get_add_actions(flatten=True)
+    table = pa.table(actions)
+    return dict(
+        zip(table.column("path").to_pylist(), table.column("size_bytes").to_pylist(), strict=True)
+    )
+
+
+def _added_rows(path: str, version: int) -> int:
+    """Rows in the files commit `version` added (from their statistics)."""
+    rows = 0
+    for action in _commit_actions(path, version):
+        if "add" in action and action["add"].get("stats"):
+            rows += int(json.loads(action["add"]["stats"]).get("numRecords", 0))
+    return rows

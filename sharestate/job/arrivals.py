@@ -1,0 +1,178 @@
+"""What an incremental run reads: the rows that arrived in the exports since the checkpoint.
+
+For each input the export is listed (`sharestate.io.changes`); only the files it has not
+seen are read, or, where the export cannot be tracked by its files (`kafka://`, a Delta
+table off the local file system, a rewritten Delta log), the whole export. Every row read
+is then placed against what the checkpoint says was processed (`Extent`s per partition):
+
+* `new`: above the last processed offset of its partition (or on a partition not seen);
+* `backfill`: below the checkpoint but not processed: before the partition's first
+  processed offset, or in a gap of `__share_group_state` the last run found (a late file,
+  a re-export of a lost range), or, for `__consumer_offsets` (compacted: its gaps are not
+  listed), absent from the stored tables;
+* `processed`: a row the last runs already processed (a file that repeats rows, or the
+  whole export read again): counted, not decoded again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sharestate.io.changes import ExportFiles, list_export, new_files, read_files
+from sharestate.io.checkpoint import Checkpoint, Extent
+from sharestate.io.exports import RowCounts, check_schema, count_rows, deduplicate, read_export
+from sharestate.io.files import detect_format
+from sharestate.job.cache import CacheScope
+
+NEW: Final = "new"
+BACKFILL: Final = "backfill"
+PROCESSED: Final = "processed"
+#: The column `classify` adds.
+ARRIVAL: Final = "_arrival"
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """One input's rows to process in this run (new and backfilled, not deduplicated yet),
+    what the export holds now, and how many rows were read and were already processed."""
+
+    rows: DataFrame
+    listing: ExportFiles
+    format: str
+    path: str
+    #: Rows read (every row of the new files, or of the whole export when untracked).
+    read: int
+    processed: int
+    backfill: int
+    #: False when the export could not be tracked by its files and was read whole.
+    tracked: bool
+    #: The rows to process, counted (`count_rows`: duplicates among them too).
+    counts: RowCounts
+    #: (partition, offset) of the backfilled rows.
+    backfill_positions: DataFrame
+
+    def deduplicated(self) -> DataFrame:
+        """The rows to process, one per (topic, partition, offset)."""
+        return deduplicate(self.rows, self.counts)
+
+
+def extents_frame(spark: SparkSession, extents: Mapping[int, Extent]) -> DataFrame:
+    rows = [(p, e.first, e.last) for p, e in sorted(extents.items())]
+    return spark.createDataFrame(rows, "partition int, _first bigint, _last bigint")
+
+
+def classify(rows: DataFrame, extents: DataFrame, gaps: DataFrame | None = None) -> DataFrame:
+    """`rows` (Kafka-record schema) with ARRIVAL: NEW, BACKFILL or PROCESSED (see the module).
+    `extents`: partition, _first, _last; `gaps`: partition, _from, _to (the export's known
+    gaps; without them every row inside the extents counts as processed)."""
+    placed = rows.join(F.broadcast(extents), "partition", "left")
+    offset = F.col("offset")
+    above = F.col("_last").isNull() | (offset > F.col("_last"))
+    below = offset < F.col("_first")
+    inside_gap = F.lit(False)
+    if gaps is not None:
+        in_gap = gaps.select(F.col("partition").alias("_gap_partition"), "_from", "_to").withColumn(
+            "_in_gap", F.lit(True)
+        )
+        placed = placed.join(
+            F.broadcast(in_gap),
+            (F.col("partition") == F.col("_gap_partition"))
+            & offset.between(F.col("_from"), F.col("_to")),
+            "left",
+        ).drop("_gap_partition", "_from", "_to")
+        inside_gap = F.coalesce(F.col("_in_gap"), F.lit(False))
+    arrival = (
+        F.when(above, F.lit(NEW))
+        .when(below | inside_gap, F.lit(BACKFILL))
+        .otherwise(F.lit(PROCESSED))
+    )
+    return placed.withColumn(ARRIVAL, arrival).drop("_first", "_last", "_in_gap")
+
+
+def look_up(placed: DataFrame, stored_positions: DataFrame) -> DataFrame:
+    """`placed` (`classify`'s output) with its PROCESSED rows that are not among
+    `stored_positions` (partition, offset) turned BACKFILL: for an input whose gaps are
+    not listed (`__consumer_offsets`, compacted), a row inside the extents may be one the
+    earlier runs never had."""
+    stored = stored_positions.select("partition", "offset").withColumn("_stored", F.lit(True))
+    return (
+        placed.join(stored, ["partition", "offset"], "left")
+        .withColumn(
+            ARRIVAL,
+            F.when(
+                (F.col(ARRIVAL) == PROCESSED) & F.col("_stored").isNull(), F.lit(BACKFILL)
+            ).otherwise(F.col(ARRIVAL)),
+        )
+        .drop("_stored")
+    )
+
+
+#: The Kafka-record schema of an input with nothing new.
+_EMPTY_EXPORT: Final = (
+    "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp"
+)
+
+
+def read_arrivals(
+    spark: SparkSession,
+    *,
+    source: str,
+    path: str,
+    what: str,
+    topic: str,
+    input_format: str,
+    checkpoint: Checkpoint,
+    cache: CacheScope,
+    gaps: DataFrame | None = None,
+    stored_positions: DataFrame | None = None,
+) -> Arrivals:
+    """The rows of input `source` (export at `path`) that this run processes.
+    `stored_positions` (partition, offset of the stored rows of an input without listed
+    gaps): looked up for the rows of new files that lie inside the extents."""
+    kafka = path.startswith("kafka://")
+    fmt = (
+        "kafka"
+        if kafka
+        else (detect_format(spark, path, what) if input_format == "auto" else input_format)
+    )
+    listing = list_export(path, fmt, spark)
+    earlier = checkpoint.exports.get(source)
+    files = new_files(path, earlier, listing) if earlier is not None else None
+    if files is None:
+        rows = read_export(spark, path, what=what, topic=topic, input_format=fmt).rows
+    elif files:
+        rows = check_schema(read_files(spark, path, files), what, path)
+    else:
+        rows = spark.createDataFrame([], _EMPTY_EXPORT)
+    extents = extents_frame(spark, checkpoint.extents.get(source, {}))
+    placed = cache.keep(classify(rows, extents, gaps), StorageLevel.MEMORY_AND_DISK)
+    counts = _counts(placed)
+    # Only rows of new files are looked up: an export read whole would look up every row.
+    if stored_positions is not None and files and counts.get(PROCESSED, 0):
+        placed = cache.keep(look_up(placed, stored_positions), StorageLevel.MEMORY_AND_DISK)
+        counts = _counts(placed)
+    to_process = placed.filter(F.col(ARRIVAL) != PROCESSED)
+    return Arrivals(
+        rows=to_process.drop(ARRIVAL),
+        listing=listing,
+        format=fmt,
+        path=path,
+        read=sum(counts.values()),
+        processed=counts.get(PROCESSED, 0),
+        backfill=counts.get(BACKFILL, 0),
+        tracked=files is not None,
+        counts=count_rows(to_process),
+        backfill_positions=to_process.filter(F.col(ARRIVAL) == BACKFILL)
+        .select("partition", "offset")
+        .distinct(),
+    )
+
+
+def _counts(placed: DataFrame) -> dict[str, int]:
+    return {row[ARRIVAL]: int(row["count"]) for row in placed.groupBy(ARRIVAL).count().collect()}

@@ -1,0 +1,271 @@
+"""An incremental run's table changes: every table brought up to date from the new records
+and the stored rows of what they touch, as a full run over everything would leave it.
+
+Share-partitions with new records are one of two kinds:
+
+* carried on (`ongoing`): their new records all come after the stored ones, on the one
+  `__share_group_state` partition they have always been on. Their records are replayed from
+  their stored state (`sharestate.replay` with a prior state), and each table changes only
+  where they are: see the rule beside each step below.
+* replayed again (`again`): a backfilled record lies among their stored ones (it arrived
+  below the checkpoint), or their records are on more than one state-topic partition (log
+  order then interleaves old and new). Their stored records are read back and replayed from
+  the start with the new ones, and every row of theirs in every table is replaced.
+
+The tables of one row per record gain the new rows (those replayed again lose and regain
+theirs); the tables of one row per key replace the rows of the keys the increment touches,
+in one MERGE each (`TableStore.replace`); the findings and the small per-partition tables
+are recomputed from state-sized inputs.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sharestate.audits import (
+    REASON_DELIVERY_LIMIT,
+    SEGMENT_KEY,
+    archived_messages,
+    archived_ranges,
+    delivery_counts,
+    poison_messages,
+    share_partition_segments,
+)
+from sharestate.audits.ranges import ranges_to_refresh
+from sharestate.decode.columns import KEY
+from sharestate.io.store import Change, TableStore
+from sharestate.job.cache import CacheScope
+from sharestate.replay import replay
+
+log = logging.getLogger("sharestate")
+
+RANGE_IDENTITY = (*KEY, "reason", "first_offset")
+
+
+@dataclass
+class Increment:
+    """This run's new decoded records and group records, the stored state, and what the
+    steps computed so far (filled in as the run goes)."""
+
+    store: TableStore
+    cache: CacheScope
+    kafka: tuple[int, int]
+    delivery_count_limit: int
+    #: Every new share-state record (new and backfilled), decoded.
+    records: DataFrame
+    #: (source_partition, source_offset) of the backfilled share-state rows.
+    backfill_positions: DataFrame
+    stored_state: DataFrame
+    stored_segments: DataFrame
+    #: Every new group record (with --consumer-offsets).
+    group_records: DataFrame | None = None
+    #: The keys replayed from their stored state, and those replayed again.
+    ongoing: DataFrame = field(init=False)
+    again: DataFrame = field(init=False)
+    again_count: int = field(init=False)
+    #: This run's history rows (ongoing: the new ones; replayed again: all of theirs).
+    history: DataFrame = field(init=False)
+    #: The state rows of every key the increment touches, and the whole state after it.
+    new_state: DataFrame = field(init=False)
+    state: DataFrame = field(init=False)
+    #: The segments table after the increment.
+    segments: DataFrame = field(init=False)
+    #: The records of the keys replayed again (stored and new).
+    again_records: DataFrame = field(init=False)
+    changes: list[Change] = field(default_factory=list)
+    #: Per reason: (ranges, offsets) this run added, less those it removed.
+    range_totals: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: The tables changed so far, in order (a failed run puts them back).
+    written: list[str] = field(default_factory=list)
+
+    def record(self, change: Change) -> None:
+        """Note a change, and log it."""
+        self.changes.append(change)
+        if change.table not in self.written:
+            self.written.append(change.table)
+        log.info("%s: %s", change.table, change.describe())
+
+    def keep(self, df: DataFrame) -> DataFrame:
+        return self.cache.keep(df, StorageLevel.MEMORY_AND_DISK)
+
+    def touched(self) -> DataFrame:
+        """Every key the increment touches (ongoing and replayed again)."""
+        return self.ongoing.unionByName(self.again)
+
+
+def split_keys(increment: Increment) -> None:
+    """Which touched keys are replayed from their stored state and which again from the
+    start: backfilled ones, and those with records on more than one state-topic partition
+    after this run."""
+    records = increment.records
+    touched = records.select(*KEY).distinct()
+    backfilled = (
+        records.join(
+            increment.backfill_positions,
+            (records["source_partition"] == increment.backfill_positions["partition"])
+            & (records["source_offset"] == increment.backfill_positions["offset"]),
+            "left_semi",
+        )
+        .select(*KEY)
+        .distinct()
+    )
+    placements = (
+        records.select(*KEY, "source_partition")
+        .unionByName(
+            increment.stored_segments.join(touched, list(KEY), "left_semi").select(
+                *KEY, "source_partition"
+            )
+        )
+        .distinct()
+    )
+    misplaced = placements.groupBy(*KEY).count().filter(F.col("count") > 1).select(*KEY)
+    again = increment.keep(backfilled.unionByName(misplaced).distinct())
+    increment.again = again
+    increment.again_count = again.count()
+    increment.ongoing = increment.keep(touched.join(again, list(KEY), "left_anti"))
+
+
+def replay_increment(increment: Increment) -> None:
+    """Replay the ongoing keys' new records from their stored state, and the keys replayed
+    again from their first stored record."""
+    records = increment.records
+    ongoing = replay(
+        records.join(increment.ongoing, list(KEY), "left_semi"),
+        increment.kafka,
+        increment.stored_state,
+    )
+    history, new_state = ongoing.history, ongoing.state
+    increment.again_records = records.limit(0)
+    if increment.again_count:
+        stored = increment.store.read("share_state_records", small=False)
+        again_records = increment.keep(
+            stored.join(increment.again, list(KEY), "left_semi").unionByName(
+                records.join(increment.again, list(KEY), "left_semi")
+            )
+        )
+        increment.again_records = again_records
+        again = replay(again_records, increment.kafka)
+        history = history.unionByName(again.history)
+        new_state = new_state.unionByName(again.state)
+    increment.history = increment.keep(history)
+    increment.new_state = increment.keep(new_state)
+    untouched = increment.stored_state.join(increment.touched(), list(KEY), "left_anti")
+    increment.state = increment.keep(untouched.unionByName(increment.new_state))
+
+
+def _keys_of(df: DataFrame) -> DataFrame:
+    return df.select(*KEY).distinct()
+
+
+def write_history(increment: Increment, *, row_count: int | None) -> None:
+    """share_partition_history: append the new rows; the keys replayed again lose their
+    stored rows for the replayed ones (one MERGE)."""
+    store = increment.store
+    if increment.again_count:
+        change = store.replace(
+            "share_partition_history",
+            increment.history,
+            increment.again,
+            KEY,
+            row_count=row_count,
+        )
+    else:
+        change = store.append("share_partition_history", increment.history, row_count=row_count)
+    increment.record(change)
+
+
+def write_state(increment: Increment) -> None:
+    """share_partition_state and delivery_counts: the rows of the touched keys replaced
+    (both are functions of each key's state alone)."""
+    touched = increment.touched()
+    store = increment.store
+    increment.record(store.replace("share_partition_state", increment.new_state, touched, KEY))
+    counts = delivery_counts(increment.new_state, increment.delivery_count_limit)
+    increment.record(store.replace("delivery_counts", counts, touched, KEY))
+
+
+def write_segments(increment: Increment) -> None:
+    """share_partition_segments: an ongoing key's new history rows aggregate into the
+    segments they belong to (its last stored segment goes on, later ones are new), and each
+    column combines with the stored row's by sum, min or max; the keys replayed again get
+    their segments anew. Only the rows of the segments that change are read and written."""
+    stored = increment.stored_segments
+    ongoing_history = increment.history.join(increment.ongoing, list(KEY), "left_semi")
+    new_rows = share_partition_segments(ongoing_history)
+    identities = new_rows.select(*SEGMENT_KEY)
+    continued = stored.join(identities, list(SEGMENT_KEY), "left_semi")
+    rows = share_partition_segments(ongoing_history, continued)
+    delete = identities
+    if increment.again_count:
+        again_history = increment.history.join(increment.again, list(KEY), "left_semi")
+        rows = rows.unionByName(share_partition_segments(again_history))
+        delete = delete.unionByName(
+            stored.join(increment.again, list(KEY), "left_semi").select(*SEGMENT_KEY)
+        )
+    rows, delete = increment.keep(rows), increment.keep(delete.distinct())
+    increment.record(increment.store.replace("share_partition_segments", rows, delete, SEGMENT_KEY))
+    kept = stored.join(delete, list(SEGMENT_KEY), "left_anti")
+    increment.segments = increment.keep(kept.unionByName(rows))
+
+
+def write_ranges(increment: Increment, stored_ranges: DataFrame) -> None:
+    """poison_messages and archived_messages: the touched keys' stored ranges that the
+    increment can change (`ranges_to_refresh`: those not settled, or of a reopened key) are
+    merged with the new archived intervals and given their final-state columns again; the
+    keys replayed again get their ranges anew from all their records. `stored_ranges`: the
+    stored ranges of the touched keys, poison_messages with `reason`."""
+    limit = increment.delivery_count_limit
+    ongoing_records = increment.records.join(increment.ongoing, list(KEY), "left_semi")
+    ongoing_state = increment.new_state.join(increment.ongoing, list(KEY), "left_semi")
+    refresh = ranges_to_refresh(
+        stored_ranges.join(increment.ongoing, list(KEY), "left_semi"),
+        increment.stored_state,
+        ongoing_state,
+        ongoing_records,
+    )
+    rows = archived_ranges(ongoing_records, ongoing_state, limit, stored=refresh)
+    removed = refresh
+    if increment.again_count:
+        again_state = increment.new_state.join(increment.again, list(KEY), "left_semi")
+        rows = rows.unionByName(archived_ranges(increment.again_records, again_state, limit))
+        removed = removed.unionByName(stored_ranges.join(increment.again, list(KEY), "left_semi"))
+    rows, removed = increment.keep(rows), increment.keep(removed)
+    poison = F.col("reason") == REASON_DELIVERY_LIMIT
+    identity = list(RANGE_IDENTITY)
+    poison_identity = [c for c in identity if c != "reason"]
+    increment.record(
+        increment.store.replace(
+            "poison_messages",
+            poison_messages(rows),
+            removed.filter(poison).select(*poison_identity).distinct(),
+            poison_identity,
+        )
+    )
+    increment.record(
+        increment.store.replace(
+            "archived_messages",
+            archived_messages(rows),
+            removed.filter(~poison).select(*identity).distinct(),
+            identity,
+        )
+    )
+    increment.range_totals = _range_deltas(rows, removed)
+
+
+def _range_deltas(added: DataFrame, removed: DataFrame) -> dict[str, tuple[int, int]]:
+    """Per reason: ranges and offsets `added` less `removed` (for the run summary)."""
+
+    def totals(df: DataFrame, sign: int) -> list[tuple[str, int, int]]:
+        rows = df.groupBy("reason").agg(F.count(F.lit(1)).alias("n"), F.sum("offsets").alias("o"))
+        return [(r["reason"], sign * int(r["n"]), sign * int(r["o"] or 0)) for r in rows.collect()]
+
+    out: dict[str, tuple[int, int]] = {}
+    for reason, ranges, offsets in [*totals(added, 1), *totals(removed, -1)]:
+        before = out.get(reason, (0, 0))
+        out[reason] = (before[0] + ranges, before[1] + offsets)
+    return out

@@ -1,0 +1,337 @@
+"""An incremental run's audit tables that are not one row per replayed key: the pruning
+cut-off, the share groups, the lag and the findings, each from state-sized inputs (the whole
+state, the whole segments table, the groups) and what the checkpoint carries on (the
+exported extents, the quarantine's counts, the latest group record's time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from sharestate.audits import (
+    carried_pruning_cutoff,
+    delivery_counts,
+    exported_positions,
+    position_extents,
+    quarantine_kinds,
+    share_groups,
+    share_partition_lag,
+    topic_names,
+)
+from sharestate.audits.findings import FindingInputs, findings_table
+from sharestate.audits.findings.records import replay_error, share_state_gap, share_state_gap_rows
+from sharestate.audits.findings.registry import Source
+from sharestate.decode.columns import KEY
+from sharestate.io.checkpoint import Checkpoint, Extent
+from sharestate.io.exports import read_end_offsets
+from sharestate.job.config import JobConfig
+from sharestate.job.increment import Increment
+
+SHARE_STATE = Source.SHARE_STATE.value
+CONSUMER_OFFSETS = Source.CONSUMER_OFFSETS.value
+
+
+def known_gaps(findings: DataFrame) -> DataFrame:
+    """The gaps of `__share_group_state` the stored findings list: partition, _from, _to."""
+    return findings.filter(share_state_gap.matches()).select(
+        F.col("source_partition").alias("partition"),
+        F.col("source_offset").alias("_from"),
+        (F.col("source_offset") + F.col("affected") - 1).alias("_to"),
+    )
+
+
+def gaps_after(
+    spark: SparkSession, stored: DataFrame, positions: DataFrame, extents: Mapping[int, Extent]
+) -> DataFrame:
+    """The `__share_group_state` gaps (source_partition, _from, _to) once this run's
+    `positions` (its new and backfilled exported positions) join the stored ones, given by
+    their extents and gaps (`stored`: partition, _from, _to).
+
+    Every offset missing from the widened extent of a partition lies in one zone: a stored
+    gap (less what was backfilled into it), below the stored first offset, or above the
+    stored last one. Each zone's gaps come from its own positions and its borders (the
+    offsets next to it that were stored), so no stored row is read."""
+    bounds = spark.createDataFrame(
+        [(p, e.first, e.last) for p, e in sorted(extents.items())],
+        "source_partition int, _first bigint, _last bigint",
+    )
+    stored_gaps = stored.select(F.col("partition").alias("source_partition"), "_from", "_to")
+    in_gap = stored_gaps.select(F.col("source_partition").alias("_gap_partition"), "_from", "_to")
+    placed = (
+        positions.select("source_partition", "source_offset")
+        .join(F.broadcast(bounds), "source_partition", "left")
+        .join(
+            F.broadcast(in_gap),
+            (F.col("source_partition") == F.col("_gap_partition"))
+            & F.col("source_offset").between(F.col("_from"), F.col("_to")),
+            "left",
+        )
+    )
+    offset = F.col("source_offset")
+    zone = (
+        F.when(F.col("_last").isNull() | (offset > F.col("_last")), F.lit("above"))
+        .when(offset < F.col("_first"), F.lit("below"))
+        .when(F.col("_from").isNotNull(), F.concat(F.lit("gap "), F.col("_from").cast("string")))
+    )
+    points = placed.select("source_partition", "source_offset", zone.alias("_zone"))
+
+    def border(df: DataFrame, at: Any, name: Any) -> DataFrame:
+        return df.select("source_partition", at.alias("source_offset"), name.alias("_zone"))
+
+    gap_name = F.concat(F.lit("gap "), F.col("_from").cast("string"))
+    borders = [
+        border(bounds, F.col("_last"), F.lit("above")),
+        border(bounds, F.col("_first"), F.lit("below")),
+        border(stored_gaps, F.col("_from") - 1, gap_name),
+        border(stored_gaps, F.col("_to") + 1, gap_name),
+    ]
+    everything = points.filter(F.col("_zone").isNotNull())
+    for each in borders:
+        everything = everything.unionByName(each)
+    ordered = Window.partitionBy("source_partition", "_zone").orderBy("source_offset")
+    return (
+        everything.distinct()
+        .withColumn("_previous", F.lag("source_offset").over(ordered))
+        .filter(F.col("source_offset") - F.col("_previous") > 1)
+        .select(
+            "source_partition",
+            (F.col("_previous") + 1).alias("_from"),
+            (F.col("source_offset") - 1).alias("_to"),
+        )
+    )
+
+
+@dataclass
+class AuditTables:
+    """The audit tables an incremental run keeps whole for its findings and summary."""
+
+    pruning_cutoff: DataFrame
+    share_groups: DataFrame | None
+    share_partition_lag: DataFrame | None
+    findings: DataFrame
+    #: The quarantine's counts per (source, reason_kind) after this run.
+    quarantine_kinds: DataFrame
+
+
+def write_audits(
+    increment: Increment,
+    config: JobConfig,
+    checkpoint: Checkpoint,
+    *,
+    quarantine: DataFrame,
+    group_records: DataFrame | None,
+    stored_findings: DataFrame,
+) -> AuditTables:
+    """Bring pruning_cutoff, share_groups, share_partition_lag and findings up to date."""
+    spark = increment.store.spark
+    positions = increment.keep(exported_positions(increment.records, quarantine, SHARE_STATE))
+    gaps = increment.keep(
+        share_state_gap_rows(
+            gaps_after(
+                spark,
+                known_gaps(stored_findings),
+                positions,
+                checkpoint.extents.get(SHARE_STATE, {}),
+            )
+        )
+    )
+    pruning = _write_pruning(increment, positions, gaps)
+    groups = _write_groups(increment, group_records)
+    lag = _write_lag(increment, config)
+    kinds = increment.keep(_quarantine_kinds(spark, checkpoint, quarantine))
+    findings = _write_findings(
+        increment,
+        config,
+        checkpoint,
+        stored_findings=stored_findings,
+        gaps=gaps,
+        kinds=kinds,
+        quarantine=quarantine,
+        group_records=group_records,
+        groups=groups,
+        lag=lag,
+    )
+    return AuditTables(pruning, groups, lag, findings, kinds)
+
+
+def _write_pruning(increment: Increment, positions: DataFrame, gaps: DataFrame) -> DataFrame:
+    """pruning_cutoff: a partition's cut-off comes from the segments of the share-partitions
+    on it, and the records before it from its exported extent and gaps; so only the
+    partitions with new positions or changed segments change, and only their rows are
+    replaced. Returns the whole table after the change."""
+    store = increment.store
+    stored = increment.keep(store.read("pruning_cutoff"))
+    table = carried_pruning_cutoff(increment.segments, stored, positions, gaps)
+    changed = increment.keep(
+        positions.select("source_partition")
+        .unionByName(increment.history.select("source_partition"))
+        .distinct()
+    )
+    rows = increment.keep(table.join(changed, "source_partition", "left_semi"))
+    increment.record(store.replace("pruning_cutoff", rows, changed, ["source_partition"]))
+    return increment.keep(stored.join(changed, "source_partition", "left_anti").unionByName(rows))
+
+
+def _write_groups(increment: Increment, group_records: DataFrame | None) -> DataFrame | None:
+    """share_groups: a group with new records is computed again from its stored records and
+    the new ones (the latest record of each record key decides), and its row replaced.
+    Returns the whole table after the change."""
+    if group_records is None:
+        return None
+    store = increment.store
+    stored = increment.keep(store.read("share_groups"))
+    touched = increment.keep(
+        group_records.filter(F.col("is_share_record")).select("group_id").distinct()
+    )
+    if touched.count() == 0:
+        return stored
+    records = (
+        store.read("share_group_records", small=False)
+        .join(touched, "group_id", "left_semi")
+        .unionByName(group_records.join(touched, "group_id", "left_semi"))
+    )
+    rows = increment.keep(share_groups(records))
+    increment.record(store.replace("share_groups", rows, touched, ["group_id"]))
+    return increment.keep(stored.join(touched, "group_id", "left_anti").unionByName(rows))
+
+
+def _write_lag(increment: Increment, config: JobConfig) -> DataFrame | None:
+    """share_partition_lag: from the whole state and the --end-offsets table, which its
+    user replaces whole between runs, so written whole (a row per share-partition). Topic
+    names come from every group record, stored and new."""
+    if not config.end_offsets:
+        return None
+    store = increment.store
+    end_offsets = read_end_offsets(store.spark, config.end_offsets, config.input_format)
+    names = None
+    if config.consumer_offsets:
+        names = topic_names(store.read("share_group_records", small=False))
+        if increment.group_records is not None:
+            names = names.unionByName(topic_names(increment.group_records)).distinct()
+    lag = increment.keep(share_partition_lag(increment.state, end_offsets, names))
+    increment.record(store.overwrite("share_partition_lag", lag))
+    return lag
+
+
+def _write_findings(
+    increment: Increment,
+    config: JobConfig,
+    checkpoint: Checkpoint,
+    *,
+    stored_findings: DataFrame,
+    gaps: DataFrame,
+    kinds: DataFrame,
+    quarantine: DataFrame,
+    group_records: DataFrame | None,
+    groups: DataFrame | None,
+    lag: DataFrame | None,
+) -> DataFrame:
+    """findings: the per-record rules' stored rows (less those of the keys replayed again)
+    with the new history's and the gaps after this run; the quarantine's counts and the
+    consumer-offsets extents carried on from the checkpoint; every other rule run again on
+    the whole state, segments, groups and lag. Written whole (it is small)."""
+    spark = increment.store.spark
+    stored_errors = (
+        stored_findings.filter(replay_error.matches())
+        .join(increment.again, list(KEY), "left_anti")
+        .select(*stored_findings.columns)
+    )
+    per_record = stored_errors.unionByName(replay_error(increment.history)).unionByName(gaps)
+    inputs = FindingInputs(
+        history=increment.history,
+        share_state_positions=increment.history.select("source_partition", "source_offset"),
+        quarantine_kinds=kinds,
+        segments=increment.segments,
+        delivery_counts=delivery_counts(increment.state, increment.delivery_count_limit),
+        state=increment.state,
+        delivery_count_limit=increment.delivery_count_limit,
+        stall_span_seconds=config.stall_span_seconds,
+        state_topic_partitions=config.state_topic_partition_count,
+        consumer_offsets_extents=_consumer_offsets_extents(
+            spark, checkpoint, group_records, quarantine
+        ),
+        group_records=_group_records_end(spark, checkpoint, group_records),
+        groups=groups,
+        lag=lag,
+    )
+    findings = increment.keep(findings_table(inputs, per_record))
+    increment.record(increment.store.overwrite("findings", findings))
+    return findings
+
+
+def _quarantine_kinds(
+    spark: SparkSession, checkpoint: Checkpoint, quarantine: DataFrame
+) -> DataFrame:
+    """The quarantine's counts per (source, reason_kind): the checkpoint's plus the new."""
+    kinds = quarantine_kinds(quarantine)
+    stored = checkpoint.totals.get("quarantine_kinds") or []
+    if stored:
+        kinds = kinds.unionByName(
+            spark.createDataFrame(
+                [tuple(k) for k in stored],
+                "source string, reason_kind string, rows bigint,"
+                " first_source_partition int, first_source_offset bigint",
+            )
+        )
+    first = F.struct("first_source_partition", "first_source_offset")
+    combined = kinds.groupBy("source", "reason_kind").agg(
+        F.sum("rows").cast("long").alias("rows"), F.min(first).alias("_first")
+    )
+    return combined.select(
+        "source",
+        "reason_kind",
+        "rows",
+        F.col("_first.first_source_partition").alias("first_source_partition"),
+        F.col("_first.first_source_offset").alias("first_source_offset"),
+    )
+
+
+def _consumer_offsets_extents(
+    spark: SparkSession,
+    checkpoint: Checkpoint,
+    group_records: DataFrame | None,
+    quarantine: DataFrame,
+) -> DataFrame | None:
+    """The `__consumer_offsets` export's extents: the checkpoint's widened by the new."""
+    if group_records is None:
+        return None
+    new = position_extents(exported_positions(group_records, quarantine, CONSUMER_OFFSETS))
+    stored = spark.createDataFrame(
+        [
+            (p, e.rows, e.first, e.last)
+            for p, e in checkpoint.extents.get(CONSUMER_OFFSETS, {}).items()
+        ],
+        "source_partition int, rows bigint, first_offset bigint, last_offset bigint",
+    )
+    return (
+        new.unionByName(stored)
+        .groupBy("source_partition")
+        .agg(
+            F.sum("rows").cast("long").alias("rows"),
+            F.min("first_offset").alias("first_offset"),
+            F.max("last_offset").alias("last_offset"),
+        )
+    )
+
+
+def _group_records_end(
+    spark: SparkSession, checkpoint: Checkpoint, group_records: DataFrame | None
+) -> DataFrame | None:
+    """The group records as the findings read them: only their latest record time (the
+    rules that read them take its maximum), the checkpoint's or a new record's."""
+    if group_records is None:
+        return None
+    new = group_records.select("source_timestamp")
+    stored_end: str | None = checkpoint.totals.get("consumer_offsets_end")
+    if stored_end is None:
+        return new
+    end = spark.createDataFrame(
+        [(datetime.fromisoformat(stored_end),)], "source_timestamp timestamp"
+    )
+    return new.unionByName(end)

@@ -1,0 +1,289 @@
+"""`--mode incremental`: a run that costs what is new.
+
+A scheduled run over an export that only grows reads the checkpoint of the last complete
+run (`sharestate.io.checkpoint`), lists the exports, and reads only the files it has not
+seen (`sharestate.job.arrivals`). With nothing new it writes nothing and says so, and it can
+tell before Spark starts (`nothing_new`, which the command line asks first). Otherwise it
+decodes the new rows, replays the share-partitions they touch from their stored state, and
+brings every table up to date from the new records and the stored rows of what they touch
+(`sharestate.job.increment`, `sharestate.job.increment_audits`): the tables end as a full
+run over everything would leave them.
+
+Each table's rule, and why it equals the full computation: docs/incremental.md. A run that
+finds the output's tables newer than the checkpoint (a killed run's commits) first puts
+them back to the checkpoint's versions; a run that fails puts back what it wrote.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Final
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sharestate.audits import REASON_DELIVERY_LIMIT
+from sharestate.audits.findings.registry import Source
+from sharestate.decode import spark as spark_decode
+from sharestate.io.changes import ExportFiles, list_export
+from sharestate.io.checkpoint import CHECKPOINT_TABLE, Checkpoint
+from sharestate.io.files import detect_format, local_path
+from sharestate.io.store import TableStore, is_local
+from sharestate.job.arrivals import Arrivals, read_arrivals
+from sharestate.job.cache import CacheScope
+from sharestate.job.config import JobConfig
+from sharestate.job.increment import (
+    Increment,
+    replay_increment,
+    split_keys,
+    write_history,
+    write_ranges,
+    write_segments,
+    write_state,
+)
+from sharestate.job.increment_audits import AuditTables, known_gaps, write_audits
+from sharestate.kafka.records import parse_kafka_version
+from sharestate.kafka.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
+from sharestate.replay.combiner import LATEST
+
+log = logging.getLogger("sharestate")
+
+SHARE_STATE: Final = Source.SHARE_STATE.value
+CONSUMER_OFFSETS: Final = Source.CONSUMER_OFFSETS.value
+END_OFFSETS: Final = "end_offsets"
+
+
+def run_options(config: JobConfig) -> dict[str, Any]:
+    """The options the stored tables depend on: an incremental run goes on from a
+    checkpoint only when they are the same (else it runs as a full run, and says why).
+    The others change nothing stored: --stall-span and --state-topic-partitions change
+    findings only, which every incremental run computes again, and an export's path may
+    change (rows the checkpoint covers are recognised wherever they are read from)."""
+    return {
+        "kafka_version": config.kafka_version,
+        "delivery_count_limit": config.delivery_count_limit,
+        "consumer_offsets": config.consumer_offsets is not None,
+        "end_offsets": config.end_offsets is not None,
+    }
+
+
+def why_not_incremental(config: JobConfig, checkpoint: Checkpoint | None) -> str | None:
+    """Why this run cannot go on from `checkpoint` (None: it can)."""
+    if checkpoint is None:
+        return "there is no complete earlier run to go on from"
+    changed = sorted(
+        name for name, value in run_options(config).items() if checkpoint.options.get(name) != value
+    )
+    if changed:
+        return "these options differ from the last complete run's: " + ", ".join(changed)
+    return None
+
+
+def _input_format(path: str, input_format: str, spark: SparkSession | None) -> str:
+    if path.startswith("kafka://"):
+        return "kafka"
+    if input_format != "auto":
+        return input_format
+    if spark is not None:
+        return detect_format(spark, path)
+    if not is_local(path):
+        return "untracked"
+    return "delta" if os.path.isdir(os.path.join(local_path(path), "_delta_log")) else "parquet"
+
+
+def export_listings(config: JobConfig, spark: SparkSession | None = None) -> dict[str, ExportFiles]:
+    """What each export (and the --end-offsets table) holds now. Without `spark` only local
+    ones can be listed; the others come out untracked (so: maybe changed)."""
+    paths = {SHARE_STATE: config.share_state}
+    if config.consumer_offsets:
+        paths[CONSUMER_OFFSETS] = config.consumer_offsets
+    if config.end_offsets:
+        paths[END_OFFSETS] = config.end_offsets
+    return {
+        name: list_export(path, _input_format(path, config.input_format, spark), spark)
+        for name, path in paths.items()
+    }
+
+
+def nothing_new(
+    config: JobConfig, checkpoint: Checkpoint | None, spark: SparkSession | None = None
+) -> bool:
+    """Whether an incremental run would find nothing new: it can go on from `checkpoint`
+    and no export changed since. Without `spark` it costs a listing of local folders."""
+    if why_not_incremental(config, checkpoint) is not None:
+        return False
+    assert checkpoint is not None
+    listings = export_listings(config, spark)
+    return all(now.unchanged_since(checkpoint.exports.get(name)) for name, now in listings.items())
+
+
+def restore_unfinished(store: TableStore, checkpoint: Checkpoint) -> None:
+    """Put back the tables that a run killed after the checkpoint committed to."""
+    for name, version in sorted(checkpoint.table_versions.items()):
+        if name == CHECKPOINT_TABLE:
+            continue
+        current = store.version(name)
+        if current is not None and current > version:
+            log.warning("%s: putting back version %d (a later run did not finish)", name, version)
+            store.restore(name, version)
+
+
+@dataclass(frozen=True)
+class NewInputs:
+    """What arrived in each export since the checkpoint, decoded."""
+
+    share_state: Arrivals
+    state_decoded: spark_decode.Decoded
+    consumer_offsets: Arrivals | None = None
+    groups_decoded: spark_decode.Decoded | None = None
+
+    def arrivals(self) -> dict[str, Arrivals]:
+        out = {SHARE_STATE: self.share_state}
+        if self.consumer_offsets is not None:
+            out[CONSUMER_OFFSETS] = self.consumer_offsets
+        return out
+
+    def quarantine(self) -> DataFrame:
+        quarantine = self.state_decoded.quarantine
+        if self.groups_decoded is not None:
+            quarantine = quarantine.unionByName(self.groups_decoded.quarantine)
+        return quarantine
+
+
+def _stored_positions(store: TableStore, source: str) -> DataFrame:
+    """(partition, offset) of the rows of `source` the tables hold."""
+    records = store.read("share_group_records", small=False)
+    quarantined = store.read("quarantine", small=False).filter(F.col("source") == source)
+    positions = [
+        df.select(
+            F.col("source_partition").alias("partition"), F.col("source_offset").alias("offset")
+        )
+        for df in (records, quarantined)
+    ]
+    return positions[0].unionByName(positions[1])
+
+
+def read_new_inputs(
+    config: JobConfig,
+    store: TableStore,
+    checkpoint: Checkpoint,
+    stored_findings: DataFrame,
+    cache: CacheScope,
+) -> NewInputs:
+    """Read what arrived in each export since the checkpoint, and decode it."""
+    spark = store.spark
+    state = read_arrivals(
+        spark,
+        source=SHARE_STATE,
+        path=config.share_state,
+        what="--share-state",
+        topic=SHARE_STATE_TOPIC,
+        input_format=config.input_format,
+        checkpoint=checkpoint,
+        cache=cache,
+        gaps=cache.keep(known_gaps(stored_findings), StorageLevel.MEMORY_AND_DISK),
+    )
+    state_decoded = spark_decode.decode_share_state(state.deduplicated(), config.kafka_version)
+    _keep_decoded(state_decoded, cache)
+    if not config.consumer_offsets:
+        return NewInputs(state, state_decoded)
+    offsets = read_arrivals(
+        spark,
+        source=CONSUMER_OFFSETS,
+        path=config.consumer_offsets,
+        what="--consumer-offsets",
+        topic=CONSUMER_OFFSETS_TOPIC,
+        input_format=config.input_format,
+        checkpoint=checkpoint,
+        cache=cache,
+        stored_positions=_stored_positions(store, CONSUMER_OFFSETS),
+    )
+    groups = spark_decode.decode_consumer_offsets(offsets.deduplicated(), config.kafka_version)
+    _keep_decoded(groups, cache)
+    return NewInputs(state, state_decoded, offsets, groups)
+
+
+def _keep_decoded(decoded: spark_decode.Decoded, cache: CacheScope) -> None:
+    # An increment's rows are few and every table reads them: decode them once.
+    cache.keep(decoded.all_rows, StorageLevel.MEMORY_AND_DISK)
+    cache.hold(decoded.tee)
+
+
+@dataclass(frozen=True)
+class IncrementalRun:
+    """What an incremental run did, for its summary and checkpoint."""
+
+    new: NewInputs
+    increment: Increment
+    audits: AuditTables
+    listings: dict[str, ExportFiles]
+
+
+def run_incremental(
+    config: JobConfig,
+    store: TableStore,
+    checkpoint: Checkpoint,
+    cache: CacheScope,
+    written: list[str],
+) -> IncrementalRun | None:
+    """Bring every table under the output up to date with what arrived since `checkpoint`;
+    None when nothing arrived (then nothing is written). `written` gets the name of each
+    table as the run changes it: the caller puts those back if the run fails."""
+    started = time.monotonic()
+    restore_unfinished(store, checkpoint)
+    listings = export_listings(config, store.spark)
+    if all(now.unchanged_since(checkpoint.exports.get(name)) for name, now in listings.items()):
+        return None
+    stored_findings = cache.keep(store.read("findings"), StorageLevel.MEMORY_AND_DISK)
+    new = read_new_inputs(config, store, checkpoint, stored_findings, cache)
+    log.info("read the new rows in %.1f s", time.monotonic() - started)
+    increment = Increment(
+        store=store,
+        cache=cache,
+        kafka=parse_kafka_version(config.kafka_version) or LATEST,
+        delivery_count_limit=config.delivery_count_limit,
+        records=new.state_decoded.records,
+        backfill_positions=new.share_state.backfill_positions,
+        stored_state=cache.keep(store.read("share_partition_state"), StorageLevel.MEMORY_AND_DISK),
+        stored_segments=cache.keep(
+            store.read("share_partition_segments"), StorageLevel.MEMORY_AND_DISK
+        ),
+        group_records=new.groups_decoded.records if new.groups_decoded is not None else None,
+        written=written,
+    )
+    split_keys(increment)
+    replay_increment(increment)
+    log.info("replayed the touched share-partitions in %.1f s", time.monotonic() - started)
+    quarantine = increment.keep(new.quarantine())
+    _append(increment, "share_state_records", increment.records)
+    write_history(increment, row_count=None)
+    if increment.group_records is not None:
+        _append(increment, "share_group_records", increment.group_records)
+    _append(increment, "quarantine", quarantine)
+    write_state(increment)
+    write_segments(increment)
+    touched = increment.keep(increment.touched())
+    stored_ranges = store.read_rows_of("poison_messages", touched).withColumn(
+        "reason", F.lit(REASON_DELIVERY_LIMIT)
+    )
+    write_ranges(
+        increment, stored_ranges.unionByName(store.read_rows_of("archived_messages", touched))
+    )
+    audits = write_audits(
+        increment,
+        config,
+        checkpoint,
+        quarantine=quarantine,
+        group_records=increment.group_records,
+        stored_findings=stored_findings,
+    )
+    log.info("wrote the tables in %.1f s", time.monotonic() - started)
+    return IncrementalRun(new, increment, audits, listings)
+
+
+def _append(increment: Increment, name: str, rows: DataFrame) -> None:
+    increment.record(increment.store.append(name, rows))
