@@ -6,13 +6,14 @@ two runs at once would interleave them (and both append the same new records). S
 takes the folder's lock before it reads anything, and a second run stops at once with one
 line naming the holder (exit 2).
 
-On the local file system the lock is `flock` on the file: exclusive between processes, and
-released by the kernel when its holder dies, so a killed run (SIGKILL, out of memory) leaves
-no stale lock behind. Elsewhere the lock is the file's existence, created through Hadoop's
-`create(overwrite=false)`, which HDFS makes atomic; object stores do not (their file systems
-check, then create), so there two runs started within the same moment can both get it, and
-a killed run leaves the file: the message names it, with the holder's host, process and
-start time, for the operator to remove.
+Within one process the lock is re-entrant (the command line takes it before starting Spark,
+and the job takes it again). On the local file system the lock is `flock` on the file:
+exclusive between processes, and released by the kernel when its holder dies, so a killed
+run (SIGKILL, out of memory) leaves no stale lock behind. Elsewhere the lock is the file's
+existence, created through Hadoop's `create(overwrite=false)`, which HDFS makes atomic;
+object stores do not (their file systems check, then create), so there two runs started
+within the same moment can both get it, and a killed run leaves the file: the message names
+it, with the holder's host, process and start time, for the operator to remove.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from sharestate.errors import UsageError
 from sharestate.io.files import local_path
 
 LOCK_FILE: Final = "_lock"
+#: The locks this process holds (folder -> how many `with` blocks hold it): the command line
+#: takes the lock before starting Spark, and the job it then runs takes it again.
+_HELD: dict[str, int] = {}
 
 
 class OutputLockedError(UsageError):
@@ -75,7 +79,14 @@ def _local_lock(folder: str) -> Iterator[None]:
     import fcntl
 
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, LOCK_FILE)
+    path = os.path.join(os.path.realpath(folder), LOCK_FILE)
+    if _HELD.get(path):
+        _HELD[path] += 1
+        try:
+            yield
+        finally:
+            _HELD[path] -= 1
+        return
     handle: IO[str] = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held across the yield
     try:
         try:
@@ -91,8 +102,10 @@ def _local_lock(folder: str) -> Iterator[None]:
         handle.truncate()
         handle.write(json.dumps(_holder()))
         handle.flush()
+        _HELD[path] = 1
         yield
     finally:
+        _HELD.pop(path, None)
         handle.close()  # closing releases the flock
 
 

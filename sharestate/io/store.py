@@ -55,6 +55,8 @@ class Change:
     writer: str = "delta-rs"
 
     def describe(self) -> str:
+        if self.version is None:
+            return f"{self.operation}: nothing to change, no commit"
         return (
             f"{self.operation} v{self.version}: +{self.rows_inserted:,} -{self.rows_deleted:,}"
             f" rows; read {self.files_read} file(s) {_mib(self.bytes_read)},"
@@ -153,8 +155,9 @@ class TableStore:
         from deltalake import write_deltalake
 
         arrow = rows.toArrow()
-        path = self._local_path(name)
-        write_deltalake(path, arrow, mode="append")
+        if arrow.num_rows == 0:  # nothing to add: no commit
+            return Change(table=name, operation="append", version=None)
+        write_deltalake(self._local_path(name), arrow, mode="append")
         return self._delta_rs_change(name, "append")
 
     def overwrite(self, name: str, rows: DataFrame) -> Change:
@@ -196,9 +199,12 @@ class TableStore:
                 .execute()
             )
             return self._spark_change(name, "replace")
+        arrow = source.toArrow()
+        if arrow.num_rows == 0:  # nothing to delete or insert: no commit
+            return Change(table=name, operation="replace", version=None)
         table = _delta_rs_table(self._local_path(name))
         metrics = (
-            table.merge(source.toArrow(), condition, source_alias="s", target_alias="t")
+            table.merge(arrow, condition, source_alias="s", target_alias="t")
             .when_matched_delete()
             .when_not_matched_insert_all(predicate=insert, except_cols=[_OP])
             .execute()

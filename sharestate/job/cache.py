@@ -24,6 +24,14 @@ class CacheScope:
         self._held.append(persisted)
         return persisted
 
+    def checkpoint(self, df: DataFrame) -> DataFrame:
+        """`df` computed now and kept in Spark's block manager, with its lineage cut
+        (`localCheckpoint`): for a small result that later plans read many times. Kept until
+        the release."""
+        checkpointed = df.localCheckpoint(eager=True)
+        self._held.append(checkpointed)
+        return checkpointed
+
     def hold(self, tee: jvm.Tee | None) -> None:
         """Keep a JVM pass's hand-over (if there is one) until the release."""
         if tee is not None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from sharestate.errors import UsageError
 from sharestate.job.options import add_replay_arguments, config_from_args
@@ -66,16 +67,50 @@ def main(argv: Sequence[str] | None = None) -> int:
                 + ", ".join(f"{name} {rows} rows" for name, rows in counts.items())
             )
             return 0
-        from sharestate.job.run import main as run_job
-        from sharestate.job.session import local_session
-
-        config = config_from_args(args)
-        spark = local_session(conf_file=args.spark_conf)
-        run_job(spark, config, show=args.show)
-        return 0
+        return _replay(args)
     except UsageError as err:
         print(f"sharestate: error: {err}", file=sys.stderr)
         return 2
+
+
+def _replay(args: argparse.Namespace) -> int:
+    """The replay command: the output's lock, then (incremental) whether anything is new,
+    both before Spark starts; then the job."""
+    from sharestate.io.lock import output_lock
+
+    config = config_from_args(args)
+    output = config.validate_for_run()
+    with output_lock(output) if _local(output) else _no_lock():
+        if config.mode == "incremental" and _local(output):
+            from sharestate.io.checkpoint import read_checkpoint
+            from sharestate.job.incremental import nothing_new
+
+            checkpoint = read_checkpoint(None, output)
+            if nothing_new(config, checkpoint):
+                assert checkpoint is not None
+                when = (
+                    checkpoint.written_at.isoformat() if checkpoint.written_at else "the last run"
+                )
+                print(f"sharestate: nothing new in the exports since {when}: no table written")
+                return 0
+        from sharestate.job.run import main as run_job
+        from sharestate.job.session import local_session
+
+        spark = local_session(conf_file=args.spark_conf)
+        run_job(spark, config, show=args.show)
+    return 0
+
+
+def _local(path: str) -> bool:
+    from sharestate.io.store import is_local
+
+    return is_local(path)
+
+
+@contextmanager
+def _no_lock() -> Iterator[None]:
+    # Outside the local file system the lock needs Hadoop's file system: the job takes it.
+    yield
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -86,16 +85,20 @@ class Increment:
     def record(self, change: Change) -> None:
         """Note a change, and log it."""
         self.changes.append(change)
-        if change.table not in self.written:
+        if change.version is not None and change.table not in self.written:
             self.written.append(change.table)
         log.info("%s: %s", change.table, change.describe())
 
     def keep(self, df: DataFrame) -> DataFrame:
-        return self.cache.keep(df, StorageLevel.MEMORY_AND_DISK)
+        """`df` computed now and kept, its lineage cut: an increment's intermediate results
+        are small and each is read by several later ones, whose plans would otherwise hold
+        (and print, when cached) the whole plan of everything before them, again and again."""
+        return self.cache.checkpoint(df)
 
     def touched(self) -> DataFrame:
-        """Every key the increment touches (ongoing and replayed again)."""
-        return self.ongoing.unionByName(self.again)
+        """Every key the increment touches (ongoing and replayed again): those of the new
+        state rows."""
+        return self.new_state.select(*KEY)
 
 
 def split_keys(increment: Increment) -> None:
@@ -104,13 +107,11 @@ def split_keys(increment: Increment) -> None:
     after this run."""
     records = increment.records
     touched = records.select(*KEY).distinct()
+    positions = increment.backfill_positions.select(
+        F.col("partition").alias("source_partition"), F.col("offset").alias("source_offset")
+    )
     backfilled = (
-        records.join(
-            increment.backfill_positions,
-            (records["source_partition"] == increment.backfill_positions["partition"])
-            & (records["source_offset"] == increment.backfill_positions["offset"]),
-            "left_semi",
-        )
+        records.join(positions, ["source_partition", "source_offset"], "left_semi")
         .select(*KEY)
         .distinct()
     )
@@ -124,10 +125,15 @@ def split_keys(increment: Increment) -> None:
         .distinct()
     )
     misplaced = placements.groupBy(*KEY).count().filter(F.col("count") > 1).select(*KEY)
-    again = increment.keep(backfilled.unionByName(misplaced).distinct())
-    increment.again = again
-    increment.again_count = again.count()
-    increment.ongoing = increment.keep(touched.join(again, list(KEY), "left_anti"))
+    # Few keys, if any: collected once, they cost no further job wherever they are read.
+    again = [tuple(row) for row in backfilled.unionByName(misplaced).distinct().collect()]
+    spark = records.sparkSession
+    increment.again = spark.createDataFrame(again, _KEY_SCHEMA)
+    increment.again_count = len(again)
+    increment.ongoing = touched.join(increment.again, list(KEY), "left_anti")
+
+
+_KEY_SCHEMA = "group_id string, topic_id string, partition int"
 
 
 def replay_increment(increment: Increment) -> None:
@@ -154,12 +160,9 @@ def replay_increment(increment: Increment) -> None:
         new_state = new_state.unionByName(again.state)
     increment.history = increment.keep(history)
     increment.new_state = increment.keep(new_state)
-    untouched = increment.stored_state.join(increment.touched(), list(KEY), "left_anti")
+    touched = increment.new_state.select(*KEY)
+    untouched = increment.stored_state.join(touched, list(KEY), "left_anti")
     increment.state = increment.keep(untouched.unionByName(increment.new_state))
-
-
-def _keys_of(df: DataFrame) -> DataFrame:
-    return df.select(*KEY).distinct()
 
 
 def write_history(increment: Increment, *, row_count: int | None) -> None:
@@ -259,13 +262,10 @@ def write_ranges(increment: Increment, stored_ranges: DataFrame) -> None:
 
 def _range_deltas(added: DataFrame, removed: DataFrame) -> dict[str, tuple[int, int]]:
     """Per reason: ranges and offsets `added` less `removed` (for the run summary)."""
-
-    def totals(df: DataFrame, sign: int) -> list[tuple[str, int, int]]:
-        rows = df.groupBy("reason").agg(F.count(F.lit(1)).alias("n"), F.sum("offsets").alias("o"))
-        return [(r["reason"], sign * int(r["n"]), sign * int(r["o"] or 0)) for r in rows.collect()]
-
-    out: dict[str, tuple[int, int]] = {}
-    for reason, ranges, offsets in [*totals(added, 1), *totals(removed, -1)]:
-        before = out.get(reason, (0, 0))
-        out[reason] = (before[0] + ranges, before[1] + offsets)
-    return out
+    signed = added.select("reason", F.lit(1).alias("_sign"), "offsets").unionByName(
+        removed.select("reason", F.lit(-1).alias("_sign"), "offsets")
+    )
+    totals = signed.groupBy("reason").agg(
+        F.sum("_sign").alias("n"), F.sum(F.col("_sign") * F.col("offsets")).alias("o")
+    )
+    return {r["reason"]: (int(r["n"]), int(r["o"] or 0)) for r in totals.collect()}

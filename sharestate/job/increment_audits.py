@@ -127,8 +127,11 @@ def write_audits(
     quarantine: DataFrame,
     group_records: DataFrame | None,
     stored_findings: DataFrame,
+    backfilled: DataFrame,
 ) -> AuditTables:
-    """Bring pruning_cutoff, share_groups, share_partition_lag and findings up to date."""
+    """Bring pruning_cutoff, share_groups, share_partition_lag and findings up to date.
+    `backfilled`: source, source_partition, source_offset of the rows that arrived below
+    the checkpoint."""
     spark = increment.store.spark
     positions = increment.keep(exported_positions(increment.records, quarantine, SHARE_STATE))
     gaps = increment.keep(
@@ -152,6 +155,7 @@ def write_audits(
         stored_findings=stored_findings,
         gaps=gaps,
         kinds=kinds,
+        backfilled=backfilled,
         quarantine=quarantine,
         group_records=group_records,
         groups=groups,
@@ -227,6 +231,7 @@ def _write_findings(
     stored_findings: DataFrame,
     gaps: DataFrame,
     kinds: DataFrame,
+    backfilled: DataFrame,
     quarantine: DataFrame,
     group_records: DataFrame | None,
     groups: DataFrame | None,
@@ -259,6 +264,7 @@ def _write_findings(
         group_records=_group_records_end(spark, checkpoint, group_records),
         groups=groups,
         lag=lag,
+        backfilled=backfilled,
     )
     findings = increment.keep(findings_table(inputs, per_record))
     increment.record(increment.store.overwrite("findings", findings))

@@ -19,6 +19,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -233,11 +235,46 @@ def run_incremental(
     """Bring every table under the output up to date with what arrived since `checkpoint`;
     None when nothing arrived (then nothing is written). `written` gets the name of each
     table as the run changes it: the caller puts those back if the run fails."""
-    started = time.monotonic()
-    restore_unfinished(store, checkpoint)
     listings = export_listings(config, store.spark)
     if all(now.unchanged_since(checkpoint.exports.get(name)) for name, now in listings.items()):
         return None
+    restore_unfinished(store, checkpoint)
+    with _small_data_settings(store.spark):
+        return _apply(config, store, checkpoint, cache, written, listings)
+
+
+@contextmanager
+def _small_data_settings(spark: SparkSession) -> Iterator[None]:
+    """Spark settings for an increment's computations, put back after: its inputs are a
+    few thousand rows and state-sized tables, so a plan runs as one job with a task per
+    core (adaptive execution would run each of its stages as a job of its own, and a
+    shuffle would keep the job's many partitions)."""
+    settings = {
+        "spark.sql.adaptive.enabled": "false",
+        "spark.sql.shuffle.partitions": str(max(2, spark.sparkContext.defaultParallelism)),
+    }
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, earlier in before.items():
+            if earlier is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, earlier)
+
+
+def _apply(
+    config: JobConfig,
+    store: TableStore,
+    checkpoint: Checkpoint,
+    cache: CacheScope,
+    written: list[str],
+    listings: dict[str, ExportFiles],
+) -> IncrementalRun:
+    started = time.monotonic()
     stored_findings = cache.keep(store.read("findings"), StorageLevel.MEMORY_AND_DISK)
     new = read_new_inputs(config, store, checkpoint, stored_findings, cache)
     log.info("read the new rows in %.1f s", time.monotonic() - started)
@@ -280,9 +317,27 @@ def run_incremental(
         quarantine=quarantine,
         group_records=increment.group_records,
         stored_findings=stored_findings,
+        backfilled=_backfilled(new),
     )
     log.info("wrote the tables in %.1f s", time.monotonic() - started)
     return IncrementalRun(new, increment, audits, listings)
+
+
+def _backfilled(new: NewInputs) -> DataFrame:
+    """source, source_partition, source_offset of the rows that arrived below the
+    checkpoint."""
+    frames = [
+        arrived.backfill_positions.select(
+            F.lit(source).alias("source"),
+            F.col("partition").alias("source_partition"),
+            F.col("offset").alias("source_offset"),
+        )
+        for source, arrived in new.arrivals().items()
+    ]
+    out = frames[0]
+    for more in frames[1:]:
+        out = out.unionByName(more)
+    return out
 
 
 def _append(increment: Increment, name: str, rows: DataFrame) -> None:

@@ -286,7 +286,7 @@ def _incremental(
 
 
 def _nothing_new(config: JobConfig, checkpoint: Checkpoint) -> dict[str, Any]:
-    when = checkpoint.written_at.isoformat() if checkpoint.written_at else "the last run"
+    when = str(checkpoint.written_at or "the last run")
     message = f"nothing new in the exports since {when}: no table written"
     log.info(message)
     print(f"sharestate: {message}")

@@ -1,104 +1,292 @@
-"""`--mode incremental`: a full run over the first part of an export, then an incremental
-run over the whole export, gives the same tables as one full run over the whole export."""
+"""`--mode incremental`: runs over an export that grows end with the tables one full run over
+the whole export writes, whatever the points the export was cut at, with rows that arrive
+late (backfill), and after a killed run; a run with nothing new writes nothing; two runs at
+once on one output do not mix."""
 
 from __future__ import annotations
 
+import json
 import logging
+import random
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import SparkSession
 
-from sharestate.job import JobConfig, cli, main
+from sharestate.io.lock import OutputLockedError, output_lock
+from sharestate.job import cli
+from sharestate.job.config import JobConfig
+from sharestate.job.run import main
+from sharestate.kafka.records import decode_share_state
 from sharestate.sample.exports import SampleSpec, generate
+from tests.support.paths import ROOT
 
-SKIPPED = {"run_summary", "_checkpoint"}
-
-
-def _write(folder: Path, table: object) -> str:
-    folder.mkdir(parents=True)
-    pq.write_table(table, folder / "part-0.parquet")  # type: ignore[arg-type]
-    return str(folder)
+#: Written by every run with its own time: compared apart.
+RUN_TABLES = {"run_summary", "_checkpoint"}
 
 
-def _with_gaps(state: pa.Table) -> pa.Table:
-    """The export without a few offsets of its two longest partitions: lost records, some
-    before the first run's boundary (offset 30), one at it, some after it."""
-    counts = Counter(state.column("partition").to_pylist())
-    (first, _), (second, _) = counts.most_common(2)
-    dropped = {(first, 10), (first, 11), (first, 30), (first, 45), (second, 29), (second, 40)}
-    keep = [
-        (p, o) not in dropped
-        for p, o in zip(
-            state.column("partition").to_pylist(), state.column("offset").to_pylist(), strict=True
-        )
-    ]
-    assert state.num_rows - sum(keep) == len(dropped)
-    return state.filter(pa.array(keep))
+def _tables(output: Path) -> list[str]:
+    return sorted(p.name for p in output.iterdir() if p.is_dir() and p.name not in RUN_TABLES)
+
+
+def _assert_same_tables(spark: SparkSession, got: Path, want: Path) -> None:
+    assert _tables(got) == _tables(want)
+    for name in _tables(want):
+        incremental = spark.read.format("delta").load(str(got / name))
+        full = spark.read.format("delta").load(str(want / name))
+        print(f"comparing {name}: {full.count()} rows")
+        assert_df_equality(incremental, full, ignore_row_order=True, ignore_nullable=True)
+
+
+def _write(folder: Path, name: str, table: pa.Table) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, folder / name)
+
+
+def _record_kinds(state: pa.Table) -> list[str]:
+    kinds = []
+    for key, value in zip(
+        state.column("key").to_pylist(), state.column("value").to_pylist(), strict=True
+    ):
+        try:
+            kinds.append(decode_share_state(key, value)["record_type"])
+        except Exception:
+            kinds.append("damaged")
+    return kinds
+
+
+def _cuts(state: pa.Table, runs: int, rng: random.Random) -> dict[int, list[int]]:
+    """Per state-topic partition, `runs - 1` offsets the export is cut at: some just before
+    a tombstone or a snapshot (a re-initialization), the rest anywhere (inside segments)."""
+    partitions = state.column("partition").to_pylist()
+    offsets = state.column("offset").to_pylist()
+    kinds = _record_kinds(state)
+    by_partition: dict[int, list[int]] = {}
+    starts: dict[int, list[int]] = {}
+    for partition, offset, kind in zip(partitions, offsets, kinds, strict=True):
+        by_partition.setdefault(partition, []).append(offset)
+        if kind in ("tombstone", "snapshot"):
+            starts.setdefault(partition, []).append(offset)
+    cuts: dict[int, list[int]] = {}
+    for partition, seen in by_partition.items():
+        low, high = min(seen), max(seen) + 1
+        chosen = set(rng.sample(starts.get(partition, []), min(2, len(starts.get(partition, [])))))
+        while len(chosen) < runs - 1 and high - low > runs:
+            chosen.add(rng.randrange(low + 1, high))
+        cuts[partition] = sorted(chosen)[: runs - 1]
+    return cuts
+
+
+def _chunk(table: pa.Table, cuts: dict[int, list[int]], run: int) -> pa.Array:
+    """Rows of `table` in run `run`'s window (between the run's cut and the next)."""
+    partitions = table.column("partition").to_pylist()
+    offsets = table.column("offset").to_pylist()
+    keep = []
+    for partition, offset in zip(partitions, offsets, strict=True):
+        bounds = [float("-inf"), *cuts.get(partition, []), float("inf")]
+        keep.append(bounds[run] <= offset < bounds[run + 1] if run + 1 < len(bounds) else False)
+    return pa.array(keep)
+
+
+def _positions(table: pa.Table) -> list[tuple[int, int]]:
+    return list(
+        zip(table.column("partition").to_pylist(), table.column("offset").to_pylist(), strict=True)
+    )
+
+
+def _plan(state: pa.Table, offsets: pa.Table, runs: int, seed: int) -> list[dict[str, pa.Table]]:
+    """The files each run finds new in the exports. Rows of the busiest partition are held
+    back from the first run and arrive later, below the checkpoint: the partition's first
+    rows (a late first file) and a range from inside the first window (a gap filled)."""
+    rng = random.Random(seed)
+    cuts, offset_cuts = _cuts(state, runs, rng), _cuts(offsets, runs, rng)
+    busiest = Counter(state.column("partition").to_pylist()).most_common(1)[0][0]
+    first_window = sorted(o for p, o in _positions(state) if p == busiest and o < cuts[busiest][0])
+    held = set(first_window[:2]) | set(first_window[len(first_window) // 2 :][:3])
+    is_held = pa.array([p == busiest and o in held for p, o in _positions(state)])
+    plan: list[dict[str, pa.Table]] = []
+    for run in range(runs):
+        files = {"s": state.filter(pc.and_(_chunk(state, cuts, run), pc.invert(is_held)))}
+        if run % 2 == 0:  # the group metadata arrives in fewer, larger files
+            window = _chunk(offsets, offset_cuts, run), _chunk(offsets, offset_cuts, run + 1)
+            files["o"] = offsets.filter(pc.or_(*window))
+        if run == runs - 3:
+            files["s-late"] = state.filter(is_held)
+        plan.append(files)
+    return plan
+
+
+def _run(spark: SparkSession, export: Path, output: Path, mode: str) -> dict[str, Any]:
+    return main(
+        spark,
+        JobConfig(
+            share_state=str(export / "s"),
+            consumer_offsets=str(export / "o"),
+            output=str(output),
+            mode=mode,
+        ),
+    )
 
 
 @pytest.mark.spark
-def test_incremental_run_equals_a_full_run(
-    spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("seed", [11, 23, 37])
+def test_runs_over_a_growing_export_end_as_one_full_run(
+    spark: SparkSession, tmp_path: Path, seed: int
 ) -> None:
     state, offsets = generate(
-        SampleSpec(records=1_500, share_partitions=30, records_per_snapshot=4)
+        SampleSpec(records=1_500, share_partitions=48, records_per_snapshot=4, seed=seed)
     )
-    state = _with_gaps(state)
-    # The first run sees each partition's first 30 rows; the second the whole export.
-    early_state = state.filter(state.column("offset").to_numpy() < 30)
-    assert 0 < early_state.num_rows < state.num_rows
-    early_offsets = offsets.filter(offsets.column("offset").to_numpy() < 8)
-    first = (_write(tmp_path / "a" / "s", early_state), _write(tmp_path / "a" / "o", early_offsets))
-    whole = (_write(tmp_path / "b" / "s", state), _write(tmp_path / "b" / "o", offsets))
-
-    def run(export: tuple[str, str], output: Path, mode: str) -> dict[str, object]:
-        config = JobConfig(
-            share_state=export[0], consumer_offsets=export[1], output=str(output), mode=mode
-        )
-        return main(spark, config)
-
-    run(first, tmp_path / "inc", "full")
-    caplog.set_level(logging.INFO, logger="sharestate")
-    caplog.clear()
-    summary = run(whole, tmp_path / "inc", "incremental")
-    assert summary["mode"] == "incremental"
-    share_state = summary["inputs"]["share_state"]  # type: ignore[index]
-    assert share_state["already_processed"] == early_state.num_rows
-    assert share_state["rows_read"] == state.num_rows - early_state.num_rows
-    # The stage log counts the rows this run appended, not the table's.
-    appended = f"wrote share_state_records: {share_state['decoded']:,} rows (appended) in "
-    assert any(m.startswith(appended) for m in caplog.messages), caplog.messages
-    run(whole, tmp_path / "full", "full")
-    tables = sorted(p.name for p in (tmp_path / "full").iterdir() if p.is_dir())
-    assert {"share_partition_state", "share_partition_history", "findings"} <= set(tables)
-    # The carried tables are put to the test: gaps before, at and after the boundary, and
-    # records before the pruning cut-off, which the incremental run counts from the gaps.
-    findings = spark.read.format("delta").load(str(tmp_path / "full" / "findings"))
-    assert findings.filter("code = 'source_offset_gap' AND source = 'share_state'").count() == 5
-    pruning = spark.read.format("delta").load(str(tmp_path / "full" / "pruning_cutoff"))
-    assert pruning.agg({"records_before_cutoff": "sum"}).first()[0] > 0
-    for name in tables:
-        if name in SKIPPED:
+    assert {"snapshot", "tombstone", "update"} <= set(_record_kinds(state))
+    plan = _plan(state, offsets, runs=6, seed=seed)
+    export, output = tmp_path / "export", tmp_path / "incremental"
+    backfilled = 0
+    for run, files in enumerate(plan):
+        for name, table in files.items():
+            _write(export / name[0], f"run-{run}-{name}.parquet", table)
+        summary = _run(spark, export, output, "incremental")
+        if run == 0:
+            assert summary["mode"] == "full"  # nothing to go on from yet
             continue
-        full = spark.read.format("delta").load(str(tmp_path / "full" / name))
-        incremental = spark.read.format("delta").load(str(tmp_path / "inc" / name))
-        print(f"comparing {name}")
-        assert_df_equality(incremental, full, ignore_row_order=True, ignore_nullable=True)
-    # Nothing new: a rerun changes nothing.
-    again = run(whole, tmp_path / "inc", "incremental")
-    assert again["inputs"]["share_state"]["rows_read"] == 0  # type: ignore[index]
-    history = spark.read.format("delta").load(str(tmp_path / "inc" / "share_partition_history"))
-    assert (
-        history.count()
-        == spark.read.format("delta")
-        .load(str(tmp_path / "full" / "share_partition_history"))
-        .count()
+        assert summary["mode"] == "incremental", summary
+        inputs = summary["inputs"]["share_state"]
+        assert inputs["reconciled"] and inputs["already_processed"] == 0
+        backfilled += inputs["backfilled"]
+        if "s-late" in files:
+            assert inputs["backfilled"] == files["s-late"].num_rows
+            findings = spark.read.format("delta").load(str(output / "findings"))
+            applied = findings.filter("code = 'backfill_applied'").collect()
+            assert [(r.severity, r.source, r.affected) for r in applied] == [
+                ("info", "share_state", files["s-late"].num_rows)
+            ]
+    assert backfilled == plan[-3]["s-late"].num_rows > 0
+    _run(spark, export, tmp_path / "full", "full")
+    _assert_same_tables(spark, output, tmp_path / "full")
+
+
+def _history_versions(output: Path) -> dict[str, int]:
+    versions = {}
+    for table in output.iterdir():
+        log = table / "_delta_log"
+        if log.is_dir():
+            versions[table.name] = len(list(log.glob("*.json")))
+    return versions
+
+
+@pytest.mark.spark
+def test_nothing_new_writes_nothing(
+    spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    state, offsets = generate(SampleSpec(records=400, share_partitions=8))
+    _write(tmp_path / "export" / "s", "a.parquet", state)
+    _write(tmp_path / "export" / "o", "a.parquet", offsets)
+    output = tmp_path / "out"
+    _run(spark, tmp_path / "export", output, "incremental")
+    before = _history_versions(output)
+    caplog.set_level(logging.INFO, logger="sharestate")
+    again = _run(spark, tmp_path / "export", output, "incremental")
+    assert again["nothing_new"] is True
+    assert _history_versions(output) == before  # not one commit on any table
+    assert not any(m.startswith("wrote ") for m in caplog.messages)
+    # The command line tells it before starting Spark (no session is built).
+    code = _cli_in_child(
+        "replay",
+        "--share-state",
+        str(tmp_path / "export" / "s"),
+        "--consumer-offsets",
+        str(tmp_path / "export" / "o"),
+        "--output",
+        str(output),
+        "--mode",
+        "incremental",
     )
+    assert code.returncode == 0, code.stderr
+    assert "nothing new in the exports since" in code.stdout
+    assert "SparkContext" not in code.stderr
+    assert _history_versions(output) == before
+
+
+@pytest.mark.spark
+def test_a_killed_run_is_put_back_by_the_next(spark: SparkSession, tmp_path: Path) -> None:
+    state, offsets = generate(SampleSpec(records=600, share_partitions=12, records_per_snapshot=4))
+    half = pc.less(state.column("offset"), 20)
+    export = tmp_path / "export"
+    _write(export / "s", "a.parquet", state.filter(half))
+    _write(export / "o", "a.parquet", offsets)
+    output = tmp_path / "out"
+    _run(spark, export, output, "incremental")
+    # A run killed after some commits: rows in two tables the checkpoint does not cover.
+    from deltalake import DeltaTable, write_deltalake
+
+    for name in ("share_state_records", "findings"):
+        table = DeltaTable(str(output / name)).to_pyarrow_table()
+        write_deltalake(str(output / name), table.slice(0, 3), mode="append")
+    _write(export / "s", "b.parquet", state.filter(pc.invert(half)))
+    summary = _run(spark, export, output, "incremental")
+    assert summary["mode"] == "incremental"
+    _run(spark, export, tmp_path / "full", "full")
+    _assert_same_tables(spark, output, tmp_path / "full")
+
+
+def _cli_in_child(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from sharestate.job import cli; sys.exit(cli.main(sys.argv[1:]))",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )
+
+
+_HOLD_THE_LOCK = """
+import sys, time
+from sharestate.io.lock import output_lock
+with output_lock(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(300)
+"""
+
+
+def test_a_second_run_on_the_same_output_stops_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "out"
+    replay = ["replay", "--share-state", str(tmp_path / "nowhere"), "--output", str(output)]
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_THE_LOCK, str(output)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(OutputLockedError, match="is writing there"), output_lock(str(output)):
+            pass
+        assert cli.main(replay) == 2
+        error = capsys.readouterr().err.strip().splitlines()
+        assert len(error) == 1 and f"another run (process {holder.pid} on" in error[0], error
+        child = _cli_in_child(*replay)
+        assert child.returncode == 2
+        assert "is writing there" in child.stderr.strip().splitlines()[-1]
+    finally:
+        holder.kill()  # as a killed run would: the kernel releases its lock
+        holder.wait()
+    with output_lock(str(output)):
+        holder_info = json.loads((output / "_lock").read_text())
+    assert holder_info["pid"] != holder.pid and {"host", "started_at"} <= set(holder_info)
 
 
 def test_incremental_needs_delta_output(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from sharestate.audits.findings.placement import (
     wrong_state_partition_findings,
 )
 from sharestate.audits.findings.records import (
+    backfill_applied,
     consumer_offsets_gap,
     decode_quarantine,
     replay_error,
@@ -92,6 +93,7 @@ RULES: Final[tuple[FindingRule[Any], ...]] = (
     stuck_deleting,
     negative_lag,
     end_offset_missing,
+    backfill_applied,
 )
 #: The rules whose rows are one `__share_group_state` record or gap each: an incremental run
 #: keeps the earlier run's rows and adds those of the new records.

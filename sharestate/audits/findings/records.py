@@ -193,3 +193,33 @@ def consumer_offsets_gap(consumer_offsets_extents: DataFrame) -> Found:
             source_partition="source_partition", source_offset="first_offset", affected="_missing"
         ),
     )
+
+
+@finding_rule(FindingCode.BACKFILL_APPLIED, Severity.INFO)
+def backfill_applied(backfilled: DataFrame) -> Found:
+    """Rows below the last run's checkpoint arrived in this incremental run (a late file, or
+    a re-export of a range the export had lost) and were applied, one finding per exported
+    partition: the share-partitions they touch were replayed again from their stored
+    records, so every table is as a full run over the export would have it. Listed by the
+    run that applied them only; nothing to do."""
+    per_partition = backfilled.groupBy("source", "source_partition").agg(
+        F.count(F.lit(1)).alias("_rows"),
+        F.min("source_offset").alias("_first"),
+        F.max("source_offset").alias("_last"),
+    )
+    return Found(
+        per_partition,
+        message(
+            F.col("_rows"),
+            " row(s) of partition ",
+            F.col("source_partition"),
+            " (offsets ",
+            F.col("_first"),
+            "-",
+            F.col("_last"),
+            ") arrived below the last run's checkpoint and were applied: the share-partitions"
+            " they touch were replayed again, so every table is as a full run would have it",
+        ),
+        Where(source_partition="source_partition", source_offset="_first", affected="_rows"),
+        source=F.col("source"),
+    )

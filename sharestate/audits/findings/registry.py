@@ -57,6 +57,7 @@ class FindingCode(StrEnum):
     STUCK_DELETING = "stuck_deleting"
     NEGATIVE_LAG = "negative_lag"
     END_OFFSET_MISSING = "end_offset_missing"
+    BACKFILL_APPLIED = "backfill_applied"
 
 
 class Source(StrEnum):
@@ -109,6 +110,9 @@ class FindingInputs:
     group_records: DataFrame | None = None
     groups: DataFrame | None = None
     lag: DataFrame | None = None
+    #: An incremental run's rows that arrived below the checkpoint (source,
+    #: source_partition, source_offset); a full run has none.
+    backfilled: DataFrame | None = None
 
 
 #: The inputs that hold only the new rows in an incremental run (see `FindingInputs`).

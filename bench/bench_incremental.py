@@ -1,0 +1,250 @@
+"""Incremental-run benchmark (`make bench`): what a scheduled run costs over a growing export.
+
+On the simulated export of bench_replay.py (default 10,000,000 records over 20,000
+share-partitions; cached in bench-data/), laid out as an exporter leaves it: the history in
+the export's files, and each increment a new file (the newest records of every state-topic
+partition, in proportion). In one Spark session on local[2]:
+
+* a full run over the history (the output the increments go on from);
+* increments of 10,000 and 100,000 (1%) records: seconds, the stages from the job's log,
+  and what each table's change read and wrote (files, bytes, rows);
+* a run with nothing new;
+* a full run over everything (for the 100,000-record increment's speed-up);
+* the same 10,000-record increment on a 2,500,000-record history (flat in the history);
+* as fresh processes (`sharestate replay --mode incremental`, JVM start included): nothing
+  new, and 10,000 new.
+
+Goals (issue 20): 10,000 new on a 10M history in at most 10 s; 100,000 at least 10x faster
+than the full run; nothing new in at most 3 s; the 10,000-record increment within 1.3x on a
+2.5M and a 10M history; fresh process: nothing new in at most 20 s, 10,000 new in 30 s.
+Results go to bench/results/ (date, commit, machine, settings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_replay import DATA, _export, bench_session  # noqa: E402
+from bench_results import machine, spark_settings, write_result  # noqa: E402
+
+from sharestate.job import JobConfig  # noqa: E402
+from sharestate.job import main as run_job  # noqa: E402
+from sharestate.sample.simulate import write_export  # noqa: E402
+
+SMALL, LARGE = 10_000, 100_000
+
+
+def _newest(table: pa.Table, count: int) -> pa.Array:
+    """A mask of the newest `count` rows of `table`, in proportion per partition."""
+    ends = table.group_by("partition").aggregate([("offset", "max"), ("offset", "count")])
+    total = table.num_rows
+    cut = {
+        p: int(m) - round(count * int(n) / total)
+        for p, m, n in zip(*ends.to_pydict().values(), strict=True)
+    }
+    limits = pc.take(
+        pa.array(list(cut.values())),
+        pc.index_in(table.column("partition"), value_set=pa.array(list(cut.keys()))),
+    )
+    return pc.greater(table.column("offset"), limits)
+
+
+def _layout(records: int, share_partitions: int, seed: int) -> tuple[Path, dict[str, Any]]:
+    """bench-data/incremental-<records>/: the history as the export (`export/`), and the
+    two increments beside it (`inc-small.parquet`: the first SMALL of the newest LARGE
+    records, `inc-rest.parquet`: the others)."""
+    source, meta = _export(records, share_partitions, seed)
+    folder = DATA / f"incremental-{records}-{share_partitions}-{seed}"
+    if (folder / "meta.json").exists():
+        return folder, json.loads((folder / "meta.json").read_text())
+    table = ds.dataset(source).to_table()
+    new = _newest(table, LARGE)
+    history, increment = table.filter(pc.invert(new)), table.filter(new)
+    small = _newest(increment, LARGE - SMALL)
+    write_export(history, folder / "export")
+    for name, rows in (
+        ("inc-small", increment.filter(pc.invert(small))),
+        ("inc-rest", increment.filter(small)),
+    ):
+        pq.write_table(rows, folder / f"{name}.parquet", write_page_index=True)
+    meta = {
+        **meta,
+        "history_records": history.num_rows,
+        "small_increment": increment.num_rows - pc.sum(small).as_py(),
+        "large_increment": increment.num_rows,
+    }
+    (folder / "meta.json").write_text(json.dumps(meta, indent=2))
+    return folder, meta
+
+
+def _arrive(folder: Path, *names: str) -> None:
+    """The export as it is once `names` (increments) have arrived."""
+    for name in ("inc-small", "inc-rest"):
+        arrived = folder / "export" / f"{name}.parquet"
+        if name in names and not arrived.exists():
+            os.link(folder / f"{name}.parquet", arrived)
+        elif name not in names and arrived.exists():
+            arrived.unlink()
+
+
+class _Stages(logging.Handler):
+    """The job's log lines with the seconds since the previous one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[tuple[float, str]] = []
+        self.last = time.perf_counter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        now = time.perf_counter()
+        self.lines.append((round(now - self.last, 2), record.getMessage()))
+        self.last = now
+
+    def take(self) -> list[tuple[float, str]]:
+        lines, self.lines = self.lines, []
+        self.last = time.perf_counter()
+        return lines
+
+
+def _run(spark: Any, export: Path, output: Path, mode: str, stages: _Stages) -> dict[str, Any]:
+    stages.take()
+    started = time.perf_counter()
+    summary = run_job(spark, JobConfig(share_state=str(export), output=str(output), mode=mode))
+    return {
+        "seconds": round(time.perf_counter() - started, 2),
+        "stages": stages.take(),
+        "summary_inputs": summary.get("inputs"),
+        "nothing_new": summary.get("nothing_new", False),
+        "changes": summary.get("changes"),
+    }
+
+
+def _fresh(export: Path, output: Path) -> dict[str, Any]:
+    """`sharestate replay --mode incremental` as a new process, JVM start included."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sharestate",
+            "replay",
+            "--share-state",
+            str(export),
+            "--output",
+            str(output),
+            "--mode",
+            "incremental",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {
+        "seconds": round(time.perf_counter() - started, 2),
+        "nothing_new": "nothing new" in done.stdout,
+    }
+
+
+def _history(spark: Any, records: int, args: argparse.Namespace, stages: _Stages) -> dict[str, Any]:
+    """The measurements on one history size."""
+    folder, meta = _layout(records, args.share_partitions, args.seed)
+    export, out, copy = folder / "export", folder / "out", folder / "out-before-increments"
+    _arrive(folder)
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(copy, ignore_errors=True)
+    result: dict[str, Any] = {"meta": meta}
+    result["full_history"] = _run(spark, export, out, "full", stages)
+    shutil.copytree(out, copy)
+    result["nothing_new_warm_up"] = _run(spark, export, out, "incremental", stages)
+    _arrive(folder, "inc-small")
+    result["small"] = _run(spark, export, out, "incremental", stages)
+    result["nothing_new"] = _run(spark, export, out, "incremental", stages)
+    if records == args.records:
+        shutil.rmtree(out)
+        shutil.copytree(copy, out)
+        _arrive(folder, "inc-small", "inc-rest")
+        result["large"] = _run(spark, export, out, "incremental", stages)
+        shutil.rmtree(folder / "out-full", ignore_errors=True)
+        result["full_everything"] = _run(spark, export, folder / "out-full", "full", stages)
+        shutil.rmtree(out)
+        shutil.copytree(copy, out)
+        _arrive(folder, "inc-small")
+        result["fresh_small"] = _fresh(export, out)
+        result["fresh_nothing_new"] = _fresh(export, out)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=10_000_000)
+    parser.add_argument("--small-history", type=int, default=2_500_000)
+    parser.add_argument("--share-partitions", type=int, default=20_000)
+    parser.add_argument("--seed", type=int, default=932)
+    args = parser.parse_args()
+    DATA.mkdir(exist_ok=True)
+    spark = bench_session("sharestate-bench-incremental")
+    stages = _Stages()
+    logger = logging.getLogger("sharestate")
+    logger.setLevel(logging.INFO)
+    logger.addHandler(stages)
+    large = _history(spark, args.records, args, stages)
+    small = _history(spark, args.small_history, args, stages)
+    machine_info, session_settings = machine(spark), spark_settings(spark)
+    spark.stop()
+    result = {
+        "history": {str(args.records): large, str(args.small_history): small},
+        "seconds": {
+            "small_increment": large["small"]["seconds"],
+            "large_increment": large["large"]["seconds"],
+            "nothing_new": large["nothing_new"]["seconds"],
+            "full_run": large["full_everything"]["seconds"],
+            "small_increment_on_small_history": small["small"]["seconds"],
+            "fresh_nothing_new": large["fresh_nothing_new"]["seconds"],
+            "fresh_small_increment": large["fresh_small"]["seconds"],
+        },
+        "ratios": {
+            "full_run_over_large_increment": large["full_everything"]["seconds"]
+            / large["large"]["seconds"],
+            "small_increment_history_growth": large["small"]["seconds"] / small["small"]["seconds"],
+        },
+        "goals": {
+            "small_increment_seconds": 10,
+            "full_run_over_large_increment": 10,
+            "nothing_new_seconds": 3,
+            "small_increment_history_growth": 1.3,
+            "fresh_nothing_new_seconds": 20,
+            "fresh_small_increment_seconds": 30,
+        },
+    }
+    settings = {
+        "command": "bench/bench_incremental.py",
+        **vars(args),
+        "increments": {"small": SMALL, "large": LARGE},
+        "output_format": "delta",
+        "spark": session_settings,
+    }
+    write_result("incremental", settings, result, machine_info)
+    print(json.dumps({k: result[k] for k in ("seconds", "ratios", "goals")}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
