@@ -56,16 +56,17 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 # On Databricks (or wherever a session exists) use it; else start a local one configured
-# like `make run` (conf/spark-defaults.conf and the Delta jars in .jars/).
+# like `make run` (conf/spark-job.conf, conf/spark-local.conf and the Delta jars in .jars/).
 spark = SparkSession.getActiveSession()
 if spark is None:
-    from sharestate.job.session import local_session
+    from sharestate.job.session import JOB_SPARK_CONF, local_session, spark_conf_files
 
-    _conf = Path("conf", "spark-defaults.conf")
-    _root = next((p for p in (Path.cwd(), *Path.cwd().parents) if (p / _conf).is_file()), None)
+    _root = next(
+        (p for p in (Path.cwd(), *Path.cwd().parents) if (p / JOB_SPARK_CONF).is_file()), None
+    )
     spark = local_session(
         app_name="sharestate-notebook",
-        conf_file=_root / _conf if _root else None,
+        conf_file=spark_conf_files(_root) if _root else [],
         jars_dir=os.environ.get("SHARESTATE_JARS") or (_root / ".jars" if _root else None),
         conf={
             "spark.ui.showConsoleProgress": "false",

@@ -10,11 +10,9 @@ bad still succeeds (bad records are data, in `quarantine`).
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 
-from sharestate.errors import UsageError
 from sharestate.job.options import add_replay_arguments, config_from_args
 
 
@@ -28,8 +26,10 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--spark-conf",
         metavar="FILE",
-        help="spark-defaults style file for the local session "
-        "(default: conf/spark-defaults.conf if present)",
+        action="append",
+        help="spark-defaults style file of settings for the local session; give it more than "
+        "once for several files, applied in order (default: conf/spark-job.conf, then "
+        "conf/spark-local.conf, those present)",
     )
     sample = commands.add_parser("sample", help="write sample exports to try the job on")
     sample.add_argument("--output", required=True, metavar="DIR")
@@ -45,37 +45,42 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    from sharestate.job import launch
+
+    launch.configure_logging()
     args = _parser().parse_args(argv)
-    try:
-        if args.command == "sample":
-            from sharestate.sample.exports import SampleSpec, write_sample
+    if args.command == "sample":
+        return launch.run_guarded("sharestate", lambda: _sample(args))
+    return launch.run_guarded("sharestate", lambda: _replay(args))
 
-            counts = write_sample(
-                args.output,
-                SampleSpec(
-                    records=args.records,
-                    share_partitions=args.share_partitions,
-                    skew=args.skew,
-                    seed=args.seed,
-                ),
-            )
-            print(
-                f"sample exports written under {args.output}: "
-                + ", ".join(f"{name} {rows} rows" for name, rows in counts.items())
-            )
-            return 0
-        from sharestate.job.run import main as run_job
-        from sharestate.job.session import local_session
 
-        config = config_from_args(args)
-        spark = local_session(conf_file=args.spark_conf)
-        run_job(spark, config, show=args.show)
-        return 0
-    except UsageError as err:
-        print(f"sharestate: error: {err}", file=sys.stderr)
-        return 2
+def _sample(args: argparse.Namespace) -> None:
+    from sharestate.sample.exports import SampleSpec, write_sample
+
+    counts = write_sample(
+        args.output,
+        SampleSpec(
+            records=args.records,
+            share_partitions=args.share_partitions,
+            skew=args.skew,
+            seed=args.seed,
+        ),
+    )
+    print(
+        f"sample exports written under {args.output}: "
+        + ", ".join(f"{name} {rows} rows" for name, rows in counts.items())
+    )
+
+
+def _replay(args: argparse.Namespace) -> None:
+    from sharestate.job import launch
+    from sharestate.job.run import main as run_job
+    from sharestate.job.session import local_session
+
+    config = config_from_args(args)
+    spark = local_session(conf_file=args.spark_conf)
+    launch.quiet_console(spark)
+    run_job(spark, config, show=args.show)
 
 
 if __name__ == "__main__":

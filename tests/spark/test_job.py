@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from datetime import UTC
@@ -20,6 +21,7 @@ from sharestate.errors import InvalidConfigError
 from sharestate.job import JobConfig, cli, compute
 from sharestate.job import main as job_main
 from sharestate.job.config import build_config, read_config_file
+from sharestate.job.session import read_spark_defaults
 from sharestate.sample.exports import SampleSpec, write_sample
 from tests.support.paths import ROOT
 
@@ -298,7 +300,17 @@ def test_config_file_with_command_line_override(tmp_path: Path) -> None:
         read_config_file(bad)
 
 
+def test_the_local_session_has_both_files_settings(spark: SparkSession) -> None:
+    job = read_spark_defaults(ROOT / "conf" / "spark-job.conf")
+    for key in ("spark.databricks.delta.snapshotPartitions", "spark.sql.adaptive.enabled"):
+        assert spark.conf.get(key) == job[key]
+    assert spark.sparkContext.getConf().get("spark.ui.showConsoleProgress") == "false"
+
+
 def test_spark_submit_runs_the_job_script(sample: Path, tmp_path: Path) -> None:
+    """The spark-submit entry with nothing but jars and a master: it sets Delta's session
+    settings itself, logs the job's stages as the console command does, and draws no
+    progress bar."""
     spark_submit = Path(sys.executable).parent / "spark-submit"
     jars = ",".join(str(p) for p in sorted((ROOT / ".jars").glob("*.jar")))
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
@@ -312,10 +324,6 @@ def test_spark_submit_runs_the_job_script(sample: Path, tmp_path: Path) -> None:
             "--jars",
             jars,
             "--conf",
-            "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
-            "--conf",
-            "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",
-            "--conf",
             "spark.ui.enabled=false",
             "--conf",
             "spark.sql.shuffle.partitions=2",
@@ -328,12 +336,19 @@ def test_spark_submit_runs_the_job_script(sample: Path, tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         env=env,
-        timeout=300,
+        timeout=900,
         check=False,
     )
-    assert result.returncode == 0, result.stderr[-3000:]
+    console = result.stdout + result.stderr
+    assert result.returncode == 0, console[-3000:]
     assert "sharestate run summary" in result.stdout
     assert (out / "share_state_records" / "_delta_log").is_dir()
+    assert " sharestate reading and decoding " in console
+    assert re.search(r" sharestate wrote share_state_records: [\d,]+ rows in ", console)
+    assert "[Stage " not in console, "no progress bar"
+    assert "already exists on this machine" not in console  # BlockManager, JVM tee hand-over
+    assert "Truncated the string representation" not in console
+    assert " INFO " not in console.split("Setting Spark log level")[-1], "Spark's log at WARN"
     bad = subprocess.run(
         [
             str(spark_submit),
