@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -229,15 +230,19 @@ def run_incremental(
     checkpoint: Checkpoint,
     cache: CacheScope,
     written: list[str],
+    before_work: Callable[[], object] | None = None,
 ) -> IncrementalRun | None:
     """Bring every table under the output up to date with what arrived since `checkpoint`;
     None when nothing arrived (then nothing is written). `written` gets the name of each
-    table as the run changes it: the caller puts those back if the run fails."""
+    table as the run changes it: the caller puts those back if the run fails.
+    `before_work` runs once it is known that something arrived, before anything is read."""
     started = time.monotonic()
     restore_unfinished(store, checkpoint)
     listings = export_listings(config, store.spark)
     if all(now.unchanged_since(checkpoint.exports.get(name)) for name, now in listings.items()):
         return None
+    if before_work is not None:
+        before_work()
     stored_findings = cache.keep(store.read("findings"), StorageLevel.MEMORY_AND_DISK)
     new = read_new_inputs(config, store, checkpoint, stored_findings, cache)
     log.info("read the new rows in %.1f s", time.monotonic() - started)

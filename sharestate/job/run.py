@@ -59,6 +59,7 @@ from sharestate.job.pipeline import (
     replay_decoded,
 )
 from sharestate.job.summary import (
+    engine_summary,
     format_summary,
     incremental_summary,
     running_totals,
@@ -66,6 +67,7 @@ from sharestate.job.summary import (
     summary_table,
     write_summary_file,
 )
+from sharestate.jvm import EngineInUse, engine_in_use
 
 log = logging.getLogger("sharestate")
 
@@ -95,11 +97,12 @@ def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any
 
 
 def _full(spark: SparkSession, config: JobConfig, output: str, show: int) -> dict[str, Any]:
+    engine = _start_work(spark, engine_in_use(spark))
     # Listed before anything is read: a file added during the run is read by the next.
     listings = export_listings(config, spark)
     tables = _OutputTables(spark, config, output)
     with CacheScope() as cache:
-        summary = _compute_and_write(spark, config, tables, cache, listings)
+        summary = _compute_and_write(spark, config, tables, cache, listings, engine)
     tables.keep()
     _report(config, output, summary, show, spark)
     return summary
@@ -111,6 +114,7 @@ def _compute_and_write(
     tables: _OutputTables,
     cache: CacheScope,
     listings: dict[str, ExportFiles],
+    engine: EngineInUse,
 ) -> dict[str, Any]:
     """Read, decode, replay; write the per-record tables and the state; audit; write the
     audit tables; count the summary; write the checkpoint. If a step fails, the tables
@@ -135,6 +139,7 @@ def _compute_and_write(
         written = tables.as_written(results)
         summary = summarize(written)
         summary["mode"] = "full"
+        summary["engine"] = engine_summary(engine)
         summary["run_at"] = datetime.now(UTC).isoformat(timespec="seconds")
         tables.write("run_summary", summary_table(spark, summary))
         if config.as_of is None:  # a replay "as of" the past is not a point to go on from
@@ -153,6 +158,12 @@ def _compute_and_write(
         tables.put_back()
         raise
     return summary
+
+
+def _start_work(spark: SparkSession, engine: EngineInUse) -> EngineInUse:
+    """What a run that will read and write checks and says first: which engine runs."""
+    log.info("engine: %s", engine.detail)
+    return engine
 
 
 def _extents(results: Results) -> dict[str, dict[int, Extent]]:
@@ -271,12 +282,21 @@ def _incremental(
 ) -> dict[str, Any]:
     store = TableStore(spark, output)
     written: list[str] = []
+    engine = engine_in_use(spark)
     with CacheScope() as cache:
         try:
-            run = run_incremental(config, store, checkpoint, cache, written)
+            run = run_incremental(
+                config,
+                store,
+                checkpoint,
+                cache,
+                written,
+                before_work=lambda: _start_work(spark, engine),
+            )
             if run is None:
                 return _nothing_new(config, checkpoint)
             summary, totals = _incremental_summary(run, checkpoint)
+            summary["engine"] = engine_summary(engine)
             _finish_incremental(spark, config, store, checkpoint, run, summary, totals, written)
         except BaseException:
             _put_back(store, checkpoint, written)

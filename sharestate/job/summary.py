@@ -20,6 +20,7 @@ from sharestate.audits import REASON_DELIVERY_LIMIT, SEVERITIES
 from sharestate.decode.columns import KEY
 from sharestate.io.exports import count_rows
 from sharestate.job.pipeline import Results
+from sharestate.jvm import EngineInUse
 
 #: One pair count: (first value, second value, rows).
 _Pair = tuple[str, str, int]
@@ -224,9 +225,16 @@ def _lag_counts(lag_table: DataFrame) -> dict[str, int] | None:
     }
 
 
+def engine_summary(engine: EngineInUse) -> dict[str, str]:
+    """The summary's `engine`: `jvm` or `python`, and in words (why Python, if it is)."""
+    return {"name": engine.name, "detail": engine.detail}
+
+
 def format_summary(summary: dict[str, Any]) -> str:
     """The run summary as a few lines a person reads at the end of a run."""
     lines = ["sharestate run summary"]
+    if "engine" in summary:
+        lines.append(f"  engine: {summary['engine']['detail']}")
     for source, info in summary["inputs"].items():
         if "skipped" in info:
             lines.append(f"  {source}: {info['skipped']}")

@@ -58,6 +58,7 @@ def test_replay_writes_every_table(
     tmp_path: Path,
     output_format: str,
     caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     caplog.set_level(logging.INFO, logger="sharestate")
     out = tmp_path / "out"
@@ -83,6 +84,13 @@ def test_replay_writes_every_table(
             assert any(m.startswith(f"wrote {table}: {rows:,} rows in ") for m in logged), table
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["inputs"]["share_state"]["reconciled"]
+    # The tests' session has the JVM jar: the run says it ran the JVM fast paths, in the
+    # log (first), the summary and the printed summary.
+    assert summary["engine"]["name"] == "jvm"
+    assert summary["engine"]["detail"].startswith("JVM fast paths (sharestate-jvm.jar)")
+    engine_line = logged.index(f"engine: {summary['engine']['detail']}")
+    assert engine_line < min(i for i, m in enumerate(logged) if m.startswith("reading "))
+    assert f"  engine: {summary['engine']['detail']}\n" in capsys.readouterr().out
     poison, archived = (
         spark.read.format(output_format).load(str(out / table)).count() for table in MAYBE_EMPTY
     )
