@@ -58,6 +58,7 @@ from sharestate.job.pipeline import (
     read_inputs,
     replay_decoded,
 )
+from sharestate.job.preflight import check_before_work
 from sharestate.job.summary import (
     engine_summary,
     format_summary,
@@ -80,8 +81,12 @@ def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any
     A run that fails puts back every table it had written. A file of an input that Spark
     cannot read (corrupt, truncated, not Parquet) fails the run with an `InputError` naming
     the file and the option, whichever stage first reads it. Another run writing to the
-    same output stops this one at once (`OutputLockedError`)."""
-    output = config.validate_for_run()
+    same output stops this one at once (`OutputLockedError`). Misuse is refused before any
+    work, in one line: `--output` a file, not writable, an input, inside one or around one
+    (`JobConfig.validate_for_run`); executors whose Python lacks what the job needs, a
+    kafka:// input whose broker does not answer (`preflight`, once the run knows it has
+    work to do)."""
+    output = config.validate_for_run(spark)
     with output_lock(output, spark), unreadable_files_named(config.read_paths()):
         if config.mode == "incremental":
             checkpoint = read_checkpoint(spark, output)
@@ -97,7 +102,7 @@ def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any
 
 
 def _full(spark: SparkSession, config: JobConfig, output: str, show: int) -> dict[str, Any]:
-    engine = _start_work(spark, engine_in_use(spark))
+    engine = _start_work(spark, config, engine_in_use(spark))
     # Listed before anything is read: a file added during the run is read by the next.
     listings = export_listings(config, spark)
     tables = _OutputTables(spark, config, output)
@@ -160,9 +165,11 @@ def _compute_and_write(
     return summary
 
 
-def _start_work(spark: SparkSession, engine: EngineInUse) -> EngineInUse:
-    """What a run that will read and write checks and says first: which engine runs."""
+def _start_work(spark: SparkSession, config: JobConfig, engine: EngineInUse) -> EngineInUse:
+    """What a run that will read and write says and checks first: which engine runs, the
+    executors' Python, the brokers of kafka:// inputs (`preflight`)."""
     log.info("engine: %s", engine.detail)
+    check_before_work(spark, config)
     return engine
 
 
@@ -291,7 +298,7 @@ def _incremental(
                 checkpoint,
                 cache,
                 written,
-                before_work=lambda: _start_work(spark, engine),
+                before_work=lambda: _start_work(spark, config, engine),
             )
             if run is None:
                 return _nothing_new(config, checkpoint)
