@@ -37,6 +37,7 @@ from sharestate.io.store import TableStore
 from sharestate.io.tables import (
     Written,
     keep_writes,
+    parquet_timestamps_as_int64_micros,
     read_table,
     undo_writes,
     write_table,
@@ -87,7 +88,13 @@ def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any
     kafka:// input whose broker does not answer (`preflight`, once the run knows it has
     work to do)."""
     output = config.validate_for_run(spark)
-    with output_lock(output, spark), unreadable_files_named(config.read_paths()):
+    # An incremental run commits through Spark's Delta writer too (outside the local file
+    # system): its Parquet timestamps are INT64 UTC as write_table's are.
+    with (
+        output_lock(output, spark),
+        unreadable_files_named(config.read_paths()),
+        parquet_timestamps_as_int64_micros(spark),
+    ):
         if config.mode == "incremental":
             checkpoint = read_checkpoint(spark, output)
             reason = why_not_incremental(config, checkpoint)
@@ -145,6 +152,7 @@ def _compute_and_write(
         summary = summarize(written)
         summary["mode"] = "full"
         summary["engine"] = engine_summary(engine)
+        summary["delivery_count_limit"] = config.delivery_count_limit
         summary["run_at"] = datetime.now(UTC).isoformat(timespec="seconds")
         tables.write("run_summary", summary_table(spark, summary))
         if config.as_of is None:  # a replay "as of" the past is not a point to go on from
@@ -304,6 +312,7 @@ def _incremental(
                 return _nothing_new(config, checkpoint)
             summary, totals = _incremental_summary(run, checkpoint)
             summary["engine"] = engine_summary(engine)
+            summary["delivery_count_limit"] = config.delivery_count_limit
             _finish_incremental(spark, config, store, checkpoint, run, summary, totals, written)
         except BaseException:
             _put_back(store, checkpoint, written)

@@ -10,7 +10,9 @@ import subprocess
 import sys
 from datetime import UTC
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
@@ -98,6 +100,8 @@ def test_replay_writes_every_table(
         summary["poison_messages"]["ranges"],
         summary["archived_messages"]["ranges"],
     )
+    _readers_see_utc_timestamps(out, output_format)
+    _run_summary_is_typed(spark, out, output_format, summary)
     findings = spark.read.format(output_format).load(str(out / "findings")).count()
     assert findings == sum(summary["findings"]["by_severity"].values())
     decoded = spark.read.format(output_format).load(str(out / "share_state_records"))
@@ -115,6 +119,57 @@ def test_replay_writes_every_table(
         assert {"group_id", "topic_id", "partition"} <= _columns_with_stats(
             out / "share_partition_state"
         )
+
+
+def _data_files(table: Path) -> list[Path]:
+    return sorted(p for p in table.glob("*.parquet"))
+
+
+def _readers_see_utc_timestamps(out: Path, output_format: str) -> None:
+    """Timestamps are INT64 microseconds adjusted to UTC in either format: pyarrow, pandas
+    and DuckDB read timestamp[us, UTC] (legacy INT96 came without a time zone)."""
+    import duckdb
+
+    for table, column in (
+        ("share_state_records", "source_timestamp"),
+        ("run_summary", "run_at"),
+        ("_checkpoint", "written_at"),
+    ):
+        files = _data_files(out / table)
+        assert files, table
+        schema = pq.read_schema(files[0])
+        assert str(schema.field(column).type) == "timestamp[us, tz=UTC]", (table, column)
+        parquet_type = pq.ParquetFile(files[0]).schema.column(schema.get_field_index(column))
+        assert parquet_type.physical_type == "INT64", (table, column)
+        if output_format == "parquet":  # a Delta table's folder is read through its log
+            frame = pd.read_parquet(out / table, columns=[column])
+            assert str(frame[column].dtype) == "datetime64[us, UTC]", (table, column)
+            described = duckdb.sql(
+                f"DESCRIBE SELECT {column} FROM read_parquet('{out / table}/*.parquet')"
+            ).fetchall()
+            assert described[0][1] == "TIMESTAMP WITH TIME ZONE", (table, described)
+
+
+def _run_summary_is_typed(
+    spark: SparkSession, out: Path, output_format: str, summary: dict[str, Any]
+) -> None:
+    """The run_summary table: typed columns with the summary's numbers, and the JSON."""
+    table = spark.read.format(output_format).load(str(out / "run_summary"))
+    types = dict(table.dtypes)
+    assert types["run_at"] == "timestamp" and types["poison_ranges"] == "bigint"
+    (row,) = table.collect()
+    assert json.loads(row["summary_json"]) == summary
+    assert row["run_at"].astimezone(UTC).isoformat() == summary["run_at"]
+    share_state = summary["inputs"]["share_state"]
+    assert row["inputs"]["share_state"]["rows_read"] == share_state["rows_read"]
+    assert row["inputs"]["share_state"]["reconciled"] is True
+    assert row["inputs"]["share_state"]["backfilled"] is None  # incremental runs only
+    assert row["engine"] == "jvm" and row["mode"] == "full"
+    assert row["delivery_count_limit"] == summary["delivery_count_limit"] == 5
+    assert row["poison_ranges"] == summary["poison_messages"]["ranges"]
+    assert dict(row["findings_by_severity"]) == summary["findings"]["by_severity"]
+    assert row["share_groups"] == summary["share_groups"]["groups"]
+    assert row["total_lag"] is None and row["changes"] is None  # no --end-offsets; full run
 
 
 def _as_of_values(sample: Path) -> list[str | None]:
