@@ -26,6 +26,9 @@ TOP_N = int(os.environ.get("SHARESTATE_TOP_N", "6"))
 GROUP_ID = os.environ.get("SHARESTATE_GROUP_ID") or None
 # Also save every figure as PNG in this folder; None: only show them.
 FIGURES = os.environ.get("SHARESTATE_FIGURES") or None
+# Read each Delta table at the version the last complete run left (its _checkpoint), so the
+# tables are one run's even if a later run was killed part-way; False: the latest versions.
+AT_CHECKPOINT = os.environ.get("SHARESTATE_AT_CHECKPOINT", "1") != "0"
 
 # %% [markdown]
 # # Exploring a sharestate output
@@ -89,14 +92,43 @@ WRITTEN_ONLY_WITH = {
 }
 
 
+def checkpointed_versions() -> dict[str, int]:
+    """Table -> the Delta version the last complete run left, from the output's
+    `_checkpoint` (`table_versions`, on every row); empty: read the latest versions
+    (AT_CHECKPOINT off, a Parquet output, or a checkpoint that names none)."""
+    if not AT_CHECKPOINT or OUTPUT_FORMAT == "parquet":
+        return {}
+    try:
+        checkpoint = spark.read.format("delta").load(f"{OUTPUT.rstrip('/')}/_checkpoint")
+        row = checkpoint.select("table_versions", "written_at").first()
+    except Exception:  # no checkpoint, not Delta, or an older one without table_versions
+        return {}
+    if row is None or not row["table_versions"]:
+        return {}
+    print(f"reading the tables of the last complete run (written {row['written_at']} UTC)")
+    return dict(row["table_versions"])
+
+
+VERSIONS = checkpointed_versions()
+
+
 def load_table(name: str) -> DataFrame | None:
-    """The output table `name`, or None (with a message saying why) when it is not there."""
+    """The output table `name` (at its VERSIONS entry), or None (with a message saying why)
+    when it is not there."""
     path = f"{OUTPUT.rstrip('/')}/{name}"
+    if VERSIONS and name not in VERSIONS:
+        why = WRITTEN_ONLY_WITH.get(name)
+        hint = f"; the job writes it only when run with {why}" if why else ""
+        print(f"[missing] table {name!r} is not one the last complete run wrote{hint}.")
+        return None
     formats = ["delta", "parquet"] if OUTPUT_FORMAT == "auto" else [OUTPUT_FORMAT]
     errors = []
     for fmt in formats:
         try:
-            return spark.read.format(fmt).load(path)
+            reader = spark.read.format(fmt)
+            if fmt == "delta" and name in VERSIONS:
+                reader = reader.option("versionAsOf", VERSIONS[name])
+            return reader.load(path)
         except Exception as err:  # AnalysisException; a Py4J error when Delta is not installed
             message = str(err).strip() or type(err).__name__
             # Without Delta, a Delta table read as Parquet would show stale files too.

@@ -9,6 +9,7 @@ with its traceback.
 from __future__ import annotations
 
 import copy
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from sharestate.job import cli
 from sharestate.sample.exports import SampleSpec, write_sample
@@ -38,6 +40,8 @@ FIGURES = {
         "pruning_cutoff",
     },
 }
+#: A finding written after the last complete run's checkpoint (a killed run's).
+INJECTED = "written_after_the_checkpoint"
 #: Parameters of each run besides the output (the sample's groups are group-000 and group-001).
 PARAMETERS: dict[str, dict[str, str]] = {
     "full": {},
@@ -83,6 +87,12 @@ def job_outputs(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -
     full, partial = root / "full", root / "partial"
     assert cli.main([*replay, *offsets, "--delivery-count-limit", "1", "--output", str(full)]) == 0
     assert cli.main([*replay, "--output-format", "parquet", "--output", str(partial)]) == 0
+    # A later, unfinished run's commit to `findings`, after the checkpoint: the notebook reads
+    # the checkpointed version and never shows it.
+    findings = spark.read.format("delta").load(str(full / "findings"))
+    findings.limit(1).withColumn("code", F.lit(INJECTED)).withColumn(
+        "severity", F.lit("error")
+    ).write.format("delta").mode("append").save(str(full / "findings"))
     return {"full": full, "partial": partial}
 
 
@@ -138,6 +148,9 @@ def test_notebook_on_an_output_with_every_table(runs: dict[str, Run]) -> None:
     assert run.figures == expected
     assert run.images == len(expected)
     assert "[missing]" not in run.text
+    assert "reading the tables of the last complete run" in run.text
+    shown = json.dumps([cell.get("outputs", []) for cell in run.cells])
+    assert "findings" in run.figures and INJECTED not in shown
     assert "Poison ranges, largest first" in run.text
     assert "At or over the delivery-count limit" in run.text
 
