@@ -12,16 +12,30 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from sharestate.job.options import add_replay_arguments, config_from_args
 
+if TYPE_CHECKING:
+    from sharestate.sample.exports import SampleSpec
+
 
 def _parser() -> argparse.ArgumentParser:
+    from sharestate import __version__
+    from sharestate.sample.exports import SampleSpec
+
     parser = argparse.ArgumentParser(
         prog="sharestate", description="Decode and audit exported Kafka share-group state."
     )
+    parser.add_argument("--version", action="version", version=f"sharestate {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    replay = commands.add_parser("replay", help="decode the exports and write the tables")
+    replay = commands.add_parser(
+        "replay",
+        help="decode the exports and write the tables",
+        description="Decode exported Kafka share-group state, replay it as Kafka's share "
+        "coordinator does, and write the tables under --output. Options can also come from "
+        "a TOML file (--config); the command line wins.",
+    )
     add_replay_arguments(replay)
     replay.add_argument(
         "--spark-conf",
@@ -31,17 +45,53 @@ def _parser() -> argparse.ArgumentParser:
         "once for several files, applied in order (default: conf/spark-job.conf, then "
         "conf/spark-local.conf, those present)",
     )
-    sample = commands.add_parser("sample", help="write sample exports to try the job on")
-    sample.add_argument("--output", required=True, metavar="DIR")
-    sample.add_argument(
-        "--records", type=int, default=3_000, help="about this many share-state records"
-    )
-    sample.add_argument("--share-partitions", type=int, default=48)
-    sample.add_argument(
-        "--skew", type=float, default=1.0, help="Zipf exponent of log length (0: all equal)"
-    )
-    sample.add_argument("--seed", type=int, default=7)
+    _add_sample_command(commands, SampleSpec())
     return parser
+
+
+def _add_sample_command(commands: Any, defaults: SampleSpec) -> None:
+    """`sharestate sample`: every option explained, with its default (`SampleSpec`'s)."""
+    sample = commands.add_parser(
+        "sample",
+        help="write sample exports to try the job on",
+        description="Write sample exports of __share_group_state (DIR/share_state) and "
+        "__consumer_offsets (DIR/consumer_offsets) as Parquet, with the schema of Spark's "
+        "Kafka source: simulated share groups fetching, acknowledging, releasing and "
+        "rejecting records, plus one duplicated and two damaged rows.",
+    )
+    sample.add_argument(
+        "--output", required=True, metavar="DIR", help="folder to write the two exports in"
+    )
+    sample.add_argument(
+        "--records",
+        type=int,
+        default=defaults.records,
+        metavar="N",
+        help="about this many __share_group_state records (default: %(default)s)",
+    )
+    sample.add_argument(
+        "--share-partitions",
+        type=int,
+        default=defaults.share_partitions,
+        metavar="N",
+        help="share-partitions (group, topic, partition) the records are spread over "
+        "(default: %(default)s)",
+    )
+    sample.add_argument(
+        "--skew",
+        type=float,
+        default=defaults.skew,
+        metavar="S",
+        help="Zipf exponent of how records spread over share-partitions: a few hot ones get "
+        "most; 0: all equal (default: %(default)s)",
+    )
+    sample.add_argument(
+        "--seed",
+        type=int,
+        default=defaults.seed,
+        metavar="N",
+        help="random seed: the same seed and options give the same exports (default: %(default)s)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

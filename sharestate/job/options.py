@@ -72,7 +72,12 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         help="how long the broker of a kafka:// input has to answer before the run stops, "
         "e.g. 30s, 2m (default 60s)",
     )
-    parser.add_argument("--mode", choices=MODES, help="default: full")
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        help="default: full. incremental reads only what arrived since the last complete "
+        "run's checkpoint and needs --output-format delta (it updates the tables in place)",
+    )
     parser.add_argument(
         "--as-of",
         metavar="OFFSET|TIMESTAMP",
@@ -84,7 +89,7 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="print N rows of share_partition_state at the end",
+        help="print N rows of share_partition_state at the end (default 0: none)",
     )
 
 

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
+from sharestate.job import cli
+from sharestate.job.config import build_config, read_config_file
 from sharestate.job.launch import session_defaults
 from sharestate.job.session import read_spark_defaults, spark_conf_files
+from sharestate.sample.exports import SampleSpec
 from tests.support.paths import ROOT
 
 #: Settings that place or size a run: a cluster's own, never the job's.
@@ -52,3 +57,42 @@ def test_an_entry_point_adds_only_what_the_submitter_left_unset() -> None:
         "spark.sql.catalog.spark_catalog": delta["spark.sql.catalog.spark_catalog"],
     }
     assert session_defaults({**submitted, **delta}, delta_loadable=True) == {}
+
+
+def test_version_and_help_say_what_a_user_needs(capsys: pytest.CaptureFixture[str]) -> None:
+    from sharestate import __version__
+
+    for argv in (["--version"], ["sample", "--help"], ["replay", "--help"]):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(argv)
+        assert exit_info.value.code == 0
+    printed = capsys.readouterr().out
+    version, rest = printed.split("\n", 1)
+    assert version == f"sharestate {__version__}"
+    sample_help, replay_help = rest.split("usage: sharestate replay")
+    # Every sample option says what it is, and those with a default show it.
+    flat = " ".join(sample_help.split())
+    defaults = SampleSpec()
+    for option, default in (
+        ("--records N", defaults.records),
+        ("--share-partitions N", defaults.share_partitions),
+        ("--skew S", defaults.skew),
+        ("--seed N", defaults.seed),
+    ):
+        assert re.search(rf"{option} \w[^(]*(\([^d][^)]*\)[^(]*)*\(default: {default}\)", flat), (
+            option
+        )
+    assert re.search(r"--output DIR \w", flat)
+    flat = " ".join(replay_help.split())
+    assert "incremental reads only what arrived since the last complete run's checkpoint" in flat
+    assert "needs --output-format delta" in flat
+    assert re.search(r"--show N print N rows of share_partition_state at the end \(default 0", flat)
+
+
+def test_the_example_config_describes_what_exists() -> None:
+    example = ROOT / "conf" / "sharestate.example.toml"
+    text = example.read_text()
+    assert "planned" not in text and "not yet available" not in text
+    assert "incremental" in text
+    config = build_config(read_config_file(example), {})
+    assert config.mode == "full" and config.kafka_timeout_seconds == 60.0

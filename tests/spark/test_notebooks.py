@@ -13,6 +13,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jupytext
 import nbformat
@@ -40,6 +41,7 @@ FIGURES = {
         "pruning_cutoff",
     },
 }
+FIGURE_FACTS_PREFIX = "FIGURE_FACTS "
 #: A finding written after the last complete run's checkpoint (a killed run's).
 INJECTED = "written_after_the_checkpoint"
 #: Parameters of each run besides the output (the sample's groups are group-000 and group-001).
@@ -65,6 +67,13 @@ class Run:
             for output in cell.get("outputs", [])
             if output.get("output_type") == "stream"
         )
+
+    @property
+    def figure_facts(self) -> dict[str, list[dict[str, Any]]]:
+        """The notebook's FIGURE_FACTS (labels, scales, legends of each figure's axes)."""
+        (line,) = [line for line in self.text.splitlines() if line.startswith(FIGURE_FACTS_PREFIX)]
+        facts: dict[str, list[dict[str, Any]]] = json.loads(line[len(FIGURE_FACTS_PREFIX) :])
+        return facts
 
     @property
     def images(self) -> int:
@@ -120,6 +129,11 @@ def runs(
         for index, cell in enumerate(copy.deepcopy(notebook.cells)):
             cell["id"] = f"{name}-{index}"
             combined.cells.append(cell)
+        combined.cells.append(
+            nbformat.v4.new_code_cell(
+                f"import json\nprint({FIGURE_FACTS_PREFIX!r} + json.dumps(FIGURE_FACTS))"
+            )
+        )
         spans[name] = (start, len(combined.cells))
     with pytest.MonkeyPatch.context() as patch:
         # The kernel's Spark runs small queries for a minute: the JVM's quick (C1) JIT alone
@@ -153,6 +167,25 @@ def test_notebook_on_an_output_with_every_table(runs: dict[str, Run]) -> None:
     assert "findings" in run.figures and INJECTED not in shown
     assert "Poison ranges, largest first" in run.text
     assert "At or over the delivery-count limit" in run.text
+    facts = _charts_are_labelled(run)
+    (delivery,) = facts["delivery_counts"]
+    assert delivery["yscale"] == "log" and "delivery-count limit (1)" in delivery["legend"]
+    assert "tombstone (deleted)" in facts["spso_over_time"][0]["legend"]
+    # The sample's deleted group: every one of its share-partitions is deleted.
+    (per_group,) = facts["state_per_group"]
+    assert any(
+        text.strip().startswith("only deleted share-partitions") for text in per_group["texts"]
+    )
+
+
+def _charts_are_labelled(run: Run) -> dict[str, list[dict[str, Any]]]:
+    """Every axes has a y label and each figure's bottom axes an x label."""
+    facts = run.figure_facts
+    assert set(facts) == FIGURES[run.notebook]
+    for name, axes in facts.items():
+        assert all(ax["ylabel"] for ax in axes), (name, axes)
+        assert axes[-1]["xlabel"], (name, axes)
+    return facts
 
 
 def test_notebook_on_an_output_without_consumer_offsets(runs: dict[str, Run]) -> None:
@@ -170,6 +203,10 @@ def test_notebook_on_an_output_without_consumer_offsets(runs: dict[str, Run]) ->
     expected = FIGURES[run.notebook]
     assert run.figures == expected
     assert run.images == len(expected)
+    facts = _charts_are_labelled(run)
+    # No offset reached the limit (5) here, and its line is drawn all the same.
+    (delivery,) = facts["delivery_counts"]
+    assert delivery["yscale"] == "log" and "delivery-count limit (5)" in delivery["legend"]
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda path: path.stem)
