@@ -12,6 +12,7 @@ from sharestate.job.config import build_config, read_config_file
 from sharestate.job.launch import session_defaults
 from sharestate.job.session import read_spark_defaults, spark_conf_files
 from sharestate.sample.exports import SampleSpec
+from tests.support.documented import fenced_block, shell_commands
 from tests.support.paths import ROOT
 
 #: Settings that place or size a run: a cluster's own, never the job's.
@@ -96,3 +97,23 @@ def test_the_example_config_describes_what_exists() -> None:
     assert "incremental" in text
     config = build_config(read_config_file(example), {})
     assert config.mode == "full" and config.kafka_timeout_seconds == 60.0
+
+
+def test_the_readmes_cluster_command_names_the_jars_set_up_puts_in_place() -> None:
+    """The block `make test-cluster` runs as written: `make dist`, the sample, spark-submit
+    with the job's settings file and jars that `make setup` puts in .jars/."""
+    commands = shell_commands(fenced_block(ROOT / "README.md", "<!-- cluster-command:", "bash"))
+    assert [c.split()[:2] for c in commands] == [
+        ["make", "dist"],
+        ["sharestate", "sample"],
+        ["spark-submit", "--properties-file"],
+    ]
+    submit = commands[-1].split()
+    assert submit[submit.index("--properties-file") + 1] == "conf/spark-job.conf"
+    assert "--load-spark-defaults" in submit
+    jars = submit[submit.index("--jars") + 1].split(",")
+    assert [jar for jar in jars if not (ROOT / jar).is_file()] == []
+    assert {"delta-spark_4.2_2.13-4.4.0.jar", "sharestate-jvm.jar"} <= {
+        jar.rsplit("/", 1)[-1] for jar in jars
+    }
+    assert submit[submit.index("--py-files") + 1] == "dist/sharestate.zip"

@@ -12,6 +12,7 @@ from sharestate.io.readers import OUTPUT_TABLES, checkpointed_versions, read_out
 from sharestate.job import JobConfig
 from sharestate.job import main as job_main
 from sharestate.sample.exports import SampleSpec, write_sample
+from tests.support.documented import fenced_block, sql_statements
 from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.spark
@@ -26,10 +27,7 @@ def _rows(df: DataFrame) -> list[str]:
 
 
 def _documented_sql() -> list[str]:
-    text = PAGE.read_text(encoding="utf-8")
-    start = text.index("```sql\n", text.index(SQL_MARKER)) + len("```sql\n")
-    block = text[start : text.index("```", start)]
-    return [statement.strip() for statement in block.split(";") if statement.strip()]
+    return sql_statements(fenced_block(PAGE, SQL_MARKER, "sql"))
 
 
 def test_after_a_killed_run_readers_see_the_last_complete_run(
