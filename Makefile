@@ -10,7 +10,7 @@ OUT    := out
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SHARESTATE_JARS := $(abspath $(JARS))
 
-.PHONY: help setup run test test-jvm lint fmt docs golden replay-corpus bench dist clean setup-kafka test-kafka
+.PHONY: help setup run test test-jvm test-cluster lint fmt docs golden replay-corpus bench dist clean setup-kafka test-kafka
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -45,8 +45,9 @@ run: setup ## generate sample exports, run the job on them (Spark local[*]), sho
 	$(PY) -m sharestate replay --share-state $(SAMPLE)/share_state \
 		--consumer-offsets $(SAMPLE)/consumer_offsets --output $(OUT) --show 20
 
-lint: setup ## ruff and mypy
+lint: setup ## ruff (lint and format check) and mypy
 	$(VENV)/bin/ruff check sharestate jobs tests bench notebooks scripts
+	$(VENV)/bin/ruff format --check sharestate jobs tests bench notebooks scripts
 	$(VENV)/bin/mypy
 
 fmt: setup ## format with ruff
@@ -59,6 +60,11 @@ docs: $(VENV)/.installed ## the documentation site (mkdocs, docs/) into site/; a
 
 test: setup setup-kafka lint docs test-jvm ## lint, build the docs, the Java tests, then every test (golden files are committed; Maven fetches the Kafka broker once)
 	$(PY) -m pytest -q
+
+# Half an hour on 2 cores (a standalone cluster, two whole runs on it): not part of `make test`,
+# whose pytest run skips it.
+test-cluster: setup ## the README's spark-submit command, as written, on a standalone master + 2 workers on 127.0.0.1; every table compared with a local run
+	SHARESTATE_CLUSTER=1 $(PY) -m pytest -q -rA --durations=0 tests/cluster/test_cluster.py
 
 test-jvm: $(JARS)/sharestate-jvm.jar $(TEST_JARS)/.fetched ## the JVM fast paths' own tests (JUnit, jvm/src/test/java)
 	bash scripts/test_jvm.sh $(PY) $(JARS) $(TEST_JARS)

@@ -105,11 +105,11 @@ def _python_worker_peaks() -> list[float]:
 def bench_session(app_name: str) -> Any:
     """The benchmarks' Spark session: local[2] with the project's defaults and jars."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from sharestate.job.session import local_session
+    from sharestate.job.session import local_session, spark_conf_files
 
     spark = local_session(
         app_name=app_name,
-        conf_file=ROOT / "conf" / "spark-defaults.conf",
+        conf_file=spark_conf_files(ROOT),
         conf={"spark.master": "local[2]", "spark.ui.enabled": "false"},
         jars_dir=ROOT / ".jars",
     )

@@ -20,7 +20,8 @@ from typing import Any, Final
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 RESULTS: Final = ROOT / "bench" / "results"
-#: Spark settings that change what the benchmarks measure (conf/spark-defaults.conf).
+#: Spark settings that change what the benchmarks measure (conf/spark-job.conf and
+#: conf/spark-local.conf).
 SPARK_SETTINGS: Final = (
     "spark.master",
     "spark.driver.memory",

@@ -1,31 +1,36 @@
 """spark-submit entry point of the replay job.
 
-    spark-submit --py-files dist/sharestate.zip jobs/replay_share_state.py \
-        --share-state PATH [--consumer-offsets PATH] --output DIR [options]
+    spark-submit --properties-file conf/spark-job.conf --load-spark-defaults \
+        --jars DELTA_JARS,.jars/sharestate-jvm.jar --py-files dist/sharestate.zip \
+        jobs/replay_share_state.py --share-state PATH [--consumer-offsets PATH] --output DIR
 
-Master, packages and jars come from spark-submit (`--master`, `--jars`, `--conf`), never
-from here. Option errors print one line and exit with code 2.
+(the whole command, with the jars named: README, and docs/running.md). Master, packages and
+jars come from spark-submit (`--master`, `--jars`, `--conf`), never from here. The session
+gets Delta's two session settings when Delta's jar is there and they are not set, no
+progress bar and Spark's log at WARN unless set (`sharestate.job.launch`). Option and input
+errors print one line and exit with code 2.
 """
 
 from __future__ import annotations
 
 import sys
 
-from pyspark.sql import SparkSession
-
-from sharestate.errors import UsageError
-from sharestate.job import main
+from sharestate.job import launch
 from sharestate.job.options import parse_args
 
 
 def run(argv: list[str]) -> int:
-    try:
+    launch.configure_logging()
+
+    def work() -> None:
+        from sharestate.job import main
+
         config = parse_args(argv)
-        main(SparkSession.builder.appName("sharestate-replay").getOrCreate(), config)
-    except UsageError as err:
-        print(f"replay_share_state: error: {err}", file=sys.stderr)
-        return 2
-    return 0
+        spark = launch.submitted_session("sharestate-replay")
+        launch.quiet_console(spark)
+        main(spark, config)
+
+    return launch.run_guarded("replay_share_state", work)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@ TOP_N = int(os.environ.get("SHARESTATE_TOP_N", "6"))
 GROUP_ID = os.environ.get("SHARESTATE_GROUP_ID") or None
 # Also save every figure as PNG in this folder; None: only show them.
 FIGURES = os.environ.get("SHARESTATE_FIGURES") or None
+# Read each Delta table at the version the last complete run left (its _checkpoint), so the
+# tables are one run's even if a later run was killed part-way; False: the latest versions.
+AT_CHECKPOINT = os.environ.get("SHARESTATE_AT_CHECKPOINT", "1") != "0"
 
 # %% [markdown]
 # # Exploring a sharestate output
@@ -50,22 +53,24 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 # On Databricks (or wherever a session exists) use it; else start a local one configured
-# like `make run` (conf/spark-defaults.conf and the Delta jars in .jars/).
+# like `make run` (conf/spark-job.conf, conf/spark-local.conf and the Delta jars in .jars/).
 spark = SparkSession.getActiveSession()
 if spark is None:
-    from sharestate.job.session import local_session
+    from sharestate.job.session import JOB_SPARK_CONF, local_session, spark_conf_files
 
-    _conf = Path("conf", "spark-defaults.conf")
-    _root = next((p for p in (Path.cwd(), *Path.cwd().parents) if (p / _conf).is_file()), None)
+    _root = next(
+        (p for p in (Path.cwd(), *Path.cwd().parents) if (p / JOB_SPARK_CONF).is_file()), None
+    )
     spark = local_session(
         app_name="sharestate-notebook",
-        conf_file=_root / _conf if _root else None,
+        conf_file=spark_conf_files(_root) if _root else [],
         jars_dir=os.environ.get("SHARESTATE_JARS") or (_root / ".jars" if _root else None),
         conf={
             "spark.ui.showConsoleProgress": "false",
@@ -88,14 +93,43 @@ WRITTEN_ONLY_WITH = {
 }
 
 
+def checkpointed_versions() -> dict[str, int]:
+    """Table -> the Delta version the last complete run left, from the output's
+    `_checkpoint` (`table_versions`, on every row); empty: read the latest versions
+    (AT_CHECKPOINT off, a Parquet output, or a checkpoint that names none)."""
+    if not AT_CHECKPOINT or OUTPUT_FORMAT == "parquet":
+        return {}
+    try:
+        checkpoint = spark.read.format("delta").load(f"{OUTPUT.rstrip('/')}/_checkpoint")
+        row = checkpoint.select("table_versions", "written_at").first()
+    except Exception:  # no checkpoint, not Delta, or an older one without table_versions
+        return {}
+    if row is None or not row["table_versions"]:
+        return {}
+    print(f"reading the tables of the last complete run (written {row['written_at']} UTC)")
+    return dict(row["table_versions"])
+
+
+VERSIONS = checkpointed_versions()
+
+
 def load_table(name: str) -> DataFrame | None:
-    """The output table `name`, or None (with a message saying why) when it is not there."""
+    """The output table `name` (at its VERSIONS entry), or None (with a message saying why)
+    when it is not there."""
     path = f"{OUTPUT.rstrip('/')}/{name}"
+    if VERSIONS and name not in VERSIONS:
+        why = WRITTEN_ONLY_WITH.get(name)
+        hint = f"; the job writes it only when run with {why}" if why else ""
+        print(f"[missing] table {name!r} is not one the last complete run wrote{hint}.")
+        return None
     formats = ["delta", "parquet"] if OUTPUT_FORMAT == "auto" else [OUTPUT_FORMAT]
     errors = []
     for fmt in formats:
         try:
-            return spark.read.format(fmt).load(path)
+            reader = spark.read.format(fmt)
+            if fmt == "delta" and name in VERSIONS:
+                reader = reader.option("versionAsOf", VERSIONS[name])
+            return reader.load(path)
         except Exception as err:  # AnalysisException; a Py4J error when Delta is not installed
             message = str(err).strip() or type(err).__name__
             # Without Delta, a Delta table read as Parquet would show stale files too.
@@ -109,8 +143,25 @@ def load_table(name: str) -> DataFrame | None:
     return None
 
 
+#: What each figure shows, per axes (labels, scale, legend entries, annotations): a record
+#: for checking the charts without looking at them (tests/spark/test_notebooks.py reads it).
+FIGURE_FACTS: dict[str, list[dict[str, object]]] = {}
+
+
 def show_figure(fig: plt.Figure, name: str) -> None:
     """Show `fig`; with FIGURES set, also save it there as `name`.png."""
+    FIGURE_FACTS[name] = [
+        {
+            "xlabel": ax.get_xlabel(),
+            "ylabel": ax.get_ylabel(),
+            "yscale": ax.get_yscale(),
+            "legend": [t.get_text() for t in ax.get_legend().get_texts()]
+            if ax.get_legend()
+            else [],
+            "texts": [t.get_text() for t in ax.texts],
+        }
+        for ax in fig.axes
+    ]
     fig.tight_layout()
     if FIGURES:
         Path(FIGURES).mkdir(parents=True, exist_ok=True)
@@ -194,9 +245,20 @@ if state is not None:
         ].fillna(0)
         fig, ax = plt.subplots(figsize=(10, max(2.5, 1 + 0.45 * len(in_flight))))
         in_flight.plot.barh(stacked=True, ax=ax, color=["C0", "C1", "C2", "C7"])
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
+        ax.legend(title="delivery state", loc="upper left", bbox_to_anchor=(1.01, 1))
         ax.set_xlabel("offsets in flight (live share-partitions)")
-        ax.set_ylabel("")
+        ax.set_ylabel("share group")
+        # A group whose share-partitions are all deleted has no bar: say so on its row.
+        for row, group in enumerate(per_group.itertuples()):
+            if group.share_partitions > 0 and group.deleted == group.share_partitions:
+                ax.text(
+                    0,
+                    row,
+                    f"  only deleted share-partitions ({group.deleted})",
+                    va="center",
+                    color="tab:gray",
+                    fontsize=9,
+                )
         ax.invert_yaxis()
         ax.set_title("In-flight offsets per group and delivery state")
         show_figure(fig, "state_per_group")
@@ -231,6 +293,7 @@ if findings is not None:
         )
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("findings")
+        ax.set_ylabel("finding code")
         ax.set_title("Findings by code")
         show_figure(fig, "findings")
         severity_rank = (
@@ -341,7 +404,16 @@ if history is not None:
                     ),
                 }
             )
-        axes[0, 0].legend(loc="upper left", fontsize=8)
+        axes[0, 0].legend(
+            handles=[
+                Line2D([], [], color="C0", linestyle="-", label="start_offset"),
+                Line2D([], [], color="C1", linestyle="--", label="effective_start_offset"),
+                Line2D([], [], color="tab:red", linestyle=":", label="tombstone (deleted)"),
+            ],
+            loc="upper left",
+            fontsize=8,
+        )
+        axes[-1, 0].set_xlabel("record time (UTC)")
         fig.autofmt_xdate()
         show_figure(fig, "spso_over_time")
         display(pd.DataFrame(summary).convert_dtypes())
@@ -350,14 +422,29 @@ if history is not None:
 # ## 3. Delivery counts
 #
 # How many times the offsets still in flight (`delivery_counts`, the final state of live
-# share-partitions; only group `GROUP_ID` if set) have been delivered, per delivery state.
+# share-partitions; only group `GROUP_ID` if set) have been delivered, per delivery state,
+# on a log scale (a few offsets at high counts would not show beside thousands at 1).
 # Most offsets should sit at count 1. A tail of high counts means records that consumers
-# keep failing or releasing; at the delivery-count limit (red line) Kafka archives them:
-# they become poison messages.
+# keep failing or releasing; at the delivery-count limit (red line, the run's
+# `--delivery-count-limit`) Kafka archives them: they become poison messages.
+
 
 # %%
+def delivery_count_limit(delivery: DataFrame) -> int:
+    """The run's --delivery-count-limit: from `run_summary` (runs record it), else the lowest
+    count flagged at the limit, else Kafka's default 5."""
+    summary = load_table("run_summary")
+    if summary is not None and "delivery_count_limit" in summary.columns:
+        row = summary.select("delivery_count_limit").first()
+        if row is not None and row["delivery_count_limit"]:
+            return int(row["delivery_count_limit"])
+    flagged = delivery.filter("at_delivery_limit").agg(F.min("delivery_count")).first()[0]
+    return int(flagged) if flagged is not None else 5
+
+
 delivery = load_table("delivery_counts")
 if delivery is not None:
+    limit = delivery_count_limit(delivery)
     delivery = in_scope(delivery)
     counts = (
         delivery.groupBy("delivery_count", "delivery_state_name")
@@ -372,13 +459,24 @@ if delivery is not None:
             index="delivery_count", columns="delivery_state_name", values="offsets", aggfunc="sum"
         ).fillna(0)
         fig, ax = plt.subplots(figsize=(9, 4))
-        histogram.plot.bar(stacked=True, ax=ax, rot=0)
-        if not at_limit.empty:
-            limit_position = list(histogram.index).index(at_limit.min())
-            ax.axvline(limit_position - 0.5, color="tab:red", linestyle="--", label="limit")
-            ax.legend()
+        # Bars at their delivery count (not one slot per count present), so the limit line
+        # has its place even when no offset has reached it.
+        stacked = pd.Series(0.0, index=histogram.index)
+        for number, delivery_state in enumerate(histogram.columns):
+            heights = histogram[delivery_state]
+            ax.bar(
+                histogram.index, heights, bottom=stacked, label=delivery_state, color=f"C{number}"
+            )
+            stacked = stacked + heights
+        ax.axvline(
+            limit - 0.5, color="tab:red", linestyle="--", label=f"delivery-count limit ({limit})"
+        )
+        ax.set_yscale("log")
+        ax.set_xlim(min(histogram.index.min(), limit) - 1, max(histogram.index.max(), limit) + 1)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(title="delivery state", loc="upper right", fontsize=8)
         ax.set_xlabel("delivery count")
-        ax.set_ylabel("offsets")
+        ax.set_ylabel("offsets (log scale)")
         ax.set_title("Offsets in flight by delivery count and state")
         show_figure(fig, "delivery_counts")
         if at_limit.empty:
@@ -442,7 +540,7 @@ if parts:
         ax.legend(title="reason", loc="upper left", bbox_to_anchor=(1.01, 1))
         ax.invert_yaxis()
         ax.set_xlabel("archived offsets")
-        ax.set_ylabel("")
+        ax.set_ylabel("share-partition (group / topic id / partition)")
         ax.set_title(f"Archived offsets, top {len(chart)} share-partitions")
         show_figure(fig, "archived_offsets")
 if poison is not None:

@@ -17,11 +17,11 @@ def spark() -> Iterator[object]:
     """A local[2] session with the Delta and Kafka jars set-up put in .jars/."""
     os.environ["SPARK_TESTING"] = "1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    from sharestate.job.session import local_session
+    from sharestate.job.session import local_session, spark_conf_files
 
     session = local_session(
         app_name="sharestate-tests",
-        conf_file=ROOT / "conf" / "spark-defaults.conf",
+        conf_file=spark_conf_files(ROOT),
         conf={
             "spark.master": "local[2]",
             "spark.sql.shuffle.partitions": "2",

@@ -6,6 +6,7 @@
   sub-folders) and Spark's errors about unreadable files as one-line `InputError`s.
 * `tables`: writing the job's tables, putting them back after a failed run, reading them.
 * `checkpoint`: what earlier runs processed (`--mode incremental`).
+* `readers`: an output read as one run, each table at the version its checkpoint names.
 
 The names the job, the tests and the benchmarks use are importable from here.
 """
@@ -23,6 +24,7 @@ from sharestate.io.exports import (
     read_export,
 )
 from sharestate.io.files import unreadable_files_named
+from sharestate.io.readers import OUTPUT_TABLES, checkpointed_versions, read_output
 from sharestate.io.tables import (
     Written,
     delta_version,
@@ -34,16 +36,19 @@ from sharestate.io.tables import (
 
 __all__ = [
     "KAFKA_OFFSET_FETCHING_CONF",
+    "OUTPUT_TABLES",
     "ROW_IDENTITY",
     "Export",
     "RowCounts",
     "Written",
+    "checkpointed_versions",
     "count_rows",
     "deduplicate",
     "delta_version",
     "keep_writes",
     "read_end_offsets",
     "read_export",
+    "read_output",
     "read_table",
     "undo_writes",
     "unreadable_files_named",

@@ -4,12 +4,18 @@ the live topic read in batch through Spark's Kafka source.
 Whatever the source, it must have the schema Spark's Kafka source produces; anything else
 is an `InputSchemaError` that names the missing or mistyped columns. Exports may repeat
 rows (at-least-once): `count_rows` counts them and `deduplicate` drops them.
+
+Spark's Kafka source (the consumer-based offset reader the job needs for internal topics)
+polls an unreachable address, or a topic the cluster lacks, without end: `wait_for_topic`
+asks the cluster for the topic first, through a Kafka admin client in the driver's JVM,
+within a deadline (--kafka-timeout), so that a wrong address costs that deadline and one
+line.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 from urllib.parse import urlparse
 
 from pyspark.errors import AnalysisException
@@ -50,6 +56,10 @@ ROW_IDENTITY: Final = ("topic", "partition", "offset")
 #: read of __share_group_state or __consumer_offsets silently returns no rows. The consumer-based
 #: reader this setting selects reads them (checked against a Kafka 4.4.0 broker, Spark 4.2.0).
 KAFKA_OFFSET_FETCHING_CONF: Final = "spark.sql.streaming.kafka.useDeprecatedOffsetFetching"
+#: How long a kafka:// input's broker has to answer when the caller gives no --kafka-timeout.
+KAFKA_TIMEOUT_SECONDS: Final = 60.0
+#: Where the admin client is: on the classpath with Spark's Kafka source.
+_ADMIN_CLIENT: Final = "org.apache.kafka.clients.admin.AdminClient"
 
 
 @dataclass(frozen=True)
@@ -103,10 +113,62 @@ def check_schema(df: DataFrame, what: str, path: str) -> DataFrame:
     return df
 
 
-def _read_kafka(spark: SparkSession, uri: str, topic: str) -> DataFrame:
+def _cause_chain(err: BaseException) -> list[str]:
+    """The Java exception's class names, outermost first, and their messages."""
+    java: Any = getattr(err, "java_exception", None)
+    chain = []
+    while java is not None:
+        chain.append(f"{java.getClass().getName()}: {java.getMessage()}")
+        java = java.getCause()
+    return chain
+
+
+def kafka_bootstrap(uri: str) -> str:
+    """The bootstrap servers of a `kafka://HOST:PORT[,HOST:PORT...]` input."""
     parsed = urlparse(uri)
     if not parsed.netloc:
         raise InputError(f"{uri}: expected kafka://HOST:PORT[,HOST:PORT...]")
+    return parsed.netloc
+
+
+def wait_for_topic(spark: SparkSession, uri: str, topic: str, timeout_seconds: float) -> None:
+    """Return when the cluster of the `kafka://` input `uri` describes `topic`; else an
+    `InputError` naming the address, after at most `timeout_seconds` (--kafka-timeout)."""
+    bootstrap = kafka_bootstrap(uri)
+    jvm: Any = spark.sparkContext._jvm
+    if not jvm.org.apache.spark.util.Utils.classIsLoadable(_ADMIN_CLIENT):
+        return  # no Kafka client: Spark's own read names the missing Kafka source
+    millis = max(1, int(timeout_seconds * 1000))
+    settings = jvm.java.util.Properties()
+    settings.setProperty("bootstrap.servers", bootstrap)
+    settings.setProperty("default.api.timeout.ms", str(millis))
+    settings.setProperty("request.timeout.ms", str(min(millis, 30_000)))
+    admin = jvm.org.apache.kafka.clients.admin.AdminClient.create(settings)
+    try:
+        described = admin.describeTopics(jvm.java.util.Collections.singletonList(topic))
+        described.allTopicNames().get(millis, jvm.java.util.concurrent.TimeUnit.MILLISECONDS)
+    except Exception as err:
+        chain = _cause_chain(err)
+        if any("UnknownTopicOrPartitionException" in link for link in chain):
+            raise InputError(
+                f"{uri}: the Kafka cluster at {bootstrap} has no topic {topic}"
+            ) from None
+        if not chain:
+            raise
+        if any("TimeoutException" in link.split(":")[0] for link in chain):
+            raise InputError(
+                f"{uri}: no Kafka broker answered at {bootstrap} within "
+                f"{timeout_seconds:g} s (--kafka-timeout); check the address and that the "
+                "broker is up and reachable from here"
+            ) from None
+        raise InputError(f"{uri}: cannot reach topic {topic} at {bootstrap}: {chain[-1]}") from None
+    finally:
+        admin.close(jvm.java.time.Duration.ofSeconds(1))
+
+
+def _read_kafka(spark: SparkSession, uri: str, topic: str, timeout_seconds: float) -> DataFrame:
+    bootstrap = kafka_bootstrap(uri)
+    wait_for_topic(spark, uri, topic, timeout_seconds)
     # Spark reads the setting when the offsets are fetched, i.e. at each action; the read is
     # therefore materialised here, under the setting, which also pins one snapshot of the topic
     # ("latest" would otherwise be re-resolved by every action of the run).
@@ -115,7 +177,7 @@ def _read_kafka(spark: SparkSession, uri: str, topic: str) -> DataFrame:
     try:
         return (
             spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", parsed.netloc)
+            .option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", topic)
             .option("startingOffsets", "earliest")
             .option("endingOffsets", "latest")
@@ -137,11 +199,19 @@ def _read_kafka(spark: SparkSession, uri: str, topic: str) -> DataFrame:
 
 
 def read_export(
-    spark: SparkSession, path: str, *, what: str, topic: str, input_format: str = "auto"
+    spark: SparkSession,
+    path: str,
+    *,
+    what: str,
+    topic: str,
+    input_format: str = "auto",
+    kafka_timeout_seconds: float = KAFKA_TIMEOUT_SECONDS,
 ) -> Export:
-    """Read one export (`what` names it in messages, e.g. '--share-state')."""
+    """Read one export (`what` names it in messages, e.g. '--share-state'); a kafka:// one
+    after at most `kafka_timeout_seconds` waiting for its broker."""
     if is_kafka_uri(path):
-        return Export(check_schema(_read_kafka(spark, path, topic), what, path), "kafka", path)
+        rows = _read_kafka(spark, path, topic, kafka_timeout_seconds)
+        return Export(check_schema(rows, what, path), "kafka", path)
     fmt = detect_format(spark, path, what) if input_format == "auto" else input_format
     df = _load(spark, path, fmt, what)
     return Export(check_schema(df, what, path), fmt, path)

@@ -146,12 +146,15 @@ def detect_format(spark: SparkSession, path: str, what: str = "") -> str:
 
 
 def folder_hint(spark: SparkSession, path: str) -> str:
-    """For a folder with no data of its own: the tables in its sub-folders, to point at."""
+    """For a folder with no data of its own: the tables in its sub-folders, to point at (or
+    that it is empty)."""
     folders = Folders(spark, path)
     if not folders.usable:
         return ""
     try:
         children = folders.folders(path)
+        if not children and not folders.files(path):
+            return ". The folder is empty: no export there"
         delta = [c for c in children if folders.exists(c + "/_delta_log")]
         parquet = [
             c

@@ -4,8 +4,10 @@ and reading them again (an incremental run reads the earlier run's)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Final
 from urllib.parse import urlparse
 
 from pyspark.errors import AnalysisException
@@ -13,6 +15,28 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sharestate.errors import InputError, SparkSetupError
 from sharestate.io.files import DELTA_MISSING, hadoop_file_system, is_missing_source
+
+#: Spark writes Parquet timestamps as legacy INT96 by default, which pandas and DuckDB read
+#: without a time zone; INT64 microseconds adjusted to UTC read as timestamp[us, UTC], as the
+#: files delta-rs writes do.
+PARQUET_TIMESTAMPS: Final = ("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+
+
+@contextmanager
+def parquet_timestamps_as_int64_micros(spark: SparkSession) -> Iterator[None]:
+    """Spark's Parquet writes (Parquet tables and Delta's data files) with timestamps as
+    INT64 microseconds adjusted to UTC; the session's own setting is back afterwards (a
+    notebook's session is the caller's)."""
+    key, value = PARQUET_TIMESTAMPS
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
 
 
 @dataclass(frozen=True)
@@ -43,9 +67,25 @@ def write_table(
 
     `stats_columns`: a Delta table this write creates keeps file statistics on these
     columns only (`delta.dataSkippingStatsColumns`); Delta applies table properties given
-    to a writer only when it creates the table, so an existing table keeps its own."""
+    to a writer only when it creates the table, so an existing table keeps its own.
+    Timestamps are written as INT64 microseconds adjusted to UTC, in either format."""
     if append and replace_where is not None:
         raise ValueError("append and replace_where exclude each other")
+    with parquet_timestamps_as_int64_micros(df.sparkSession):
+        return _write_table(
+            df, path, output_format, replace_where, append, stats_columns, keep_previous
+        )
+
+
+def _write_table(
+    df: DataFrame,
+    path: str,
+    output_format: str,
+    replace_where: str | None,
+    append: bool,
+    stats_columns: Sequence[str] | None,
+    keep_previous: bool,
+) -> Written:
     if output_format == "delta":
         writer = df.write.format("delta").mode("append" if append else "overwrite")
         if stats_columns:

@@ -10,67 +10,117 @@ bad still succeeds (bad records are data, in `quarantine`).
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
-from sharestate.errors import UsageError
 from sharestate.job.options import add_replay_arguments, config_from_args
+
+if TYPE_CHECKING:
+    from sharestate.sample.exports import SampleSpec
 
 
 def _parser() -> argparse.ArgumentParser:
+    from sharestate import __version__
+    from sharestate.sample.exports import SampleSpec
+
     parser = argparse.ArgumentParser(
         prog="sharestate", description="Decode and audit exported Kafka share-group state."
     )
+    parser.add_argument("--version", action="version", version=f"sharestate {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    replay = commands.add_parser("replay", help="decode the exports and write the tables")
+    replay = commands.add_parser(
+        "replay",
+        help="decode the exports and write the tables",
+        description="Decode exported Kafka share-group state, replay it as Kafka's share "
+        "coordinator does, and write the tables under --output. Options can also come from "
+        "a TOML file (--config); the command line wins.",
+    )
     add_replay_arguments(replay)
     replay.add_argument(
         "--spark-conf",
         metavar="FILE",
-        help="spark-defaults style file for the local session "
-        "(default: conf/spark-defaults.conf if present)",
+        action="append",
+        help="spark-defaults style file of settings for the local session; give it more than "
+        "once for several files, applied in order (default: conf/spark-job.conf, then "
+        "conf/spark-local.conf, those present)",
     )
-    sample = commands.add_parser("sample", help="write sample exports to try the job on")
-    sample.add_argument("--output", required=True, metavar="DIR")
-    sample.add_argument(
-        "--records", type=int, default=3_000, help="about this many share-state records"
-    )
-    sample.add_argument("--share-partitions", type=int, default=48)
-    sample.add_argument(
-        "--skew", type=float, default=1.0, help="Zipf exponent of log length (0: all equal)"
-    )
-    sample.add_argument("--seed", type=int, default=7)
+    _add_sample_command(commands, SampleSpec())
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    args = _parser().parse_args(argv)
-    try:
-        if args.command == "sample":
-            from sharestate.sample.exports import SampleSpec, write_sample
+def _add_sample_command(commands: Any, defaults: SampleSpec) -> None:
+    """`sharestate sample`: every option explained, with its default (`SampleSpec`'s)."""
+    sample = commands.add_parser(
+        "sample",
+        help="write sample exports to try the job on",
+        description="Write sample exports of __share_group_state (DIR/share_state) and "
+        "__consumer_offsets (DIR/consumer_offsets) as Parquet, with the schema of Spark's "
+        "Kafka source: simulated share groups fetching, acknowledging, releasing and "
+        "rejecting records, plus one duplicated and two damaged rows.",
+    )
+    sample.add_argument(
+        "--output", required=True, metavar="DIR", help="folder to write the two exports in"
+    )
+    sample.add_argument(
+        "--records",
+        type=int,
+        default=defaults.records,
+        metavar="N",
+        help="about this many __share_group_state records (default: %(default)s)",
+    )
+    sample.add_argument(
+        "--share-partitions",
+        type=int,
+        default=defaults.share_partitions,
+        metavar="N",
+        help="share-partitions (group, topic, partition) the records are spread over "
+        "(default: %(default)s)",
+    )
+    sample.add_argument(
+        "--skew",
+        type=float,
+        default=defaults.skew,
+        metavar="S",
+        help="Zipf exponent of how records spread over share-partitions: a few hot ones get "
+        "most; 0: all equal (default: %(default)s)",
+    )
+    sample.add_argument(
+        "--seed",
+        type=int,
+        default=defaults.seed,
+        metavar="N",
+        help="random seed: the same seed and options give the same exports (default: %(default)s)",
+    )
 
-            counts = write_sample(
-                args.output,
-                SampleSpec(
-                    records=args.records,
-                    share_partitions=args.share_partitions,
-                    skew=args.skew,
-                    seed=args.seed,
-                ),
-            )
-            print(
-                f"sample exports written under {args.output}: "
-                + ", ".join(f"{name} {rows} rows" for name, rows in counts.items())
-            )
-            return 0
-        return _replay(args)
-    except UsageError as err:
-        print(f"sharestate: error: {err}", file=sys.stderr)
-        return 2
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from sharestate.job import launch
+
+    launch.configure_logging()
+    args = _parser().parse_args(argv)
+    if args.command == "sample":
+        return launch.run_guarded("sharestate", lambda: _sample(args))
+    return launch.run_guarded("sharestate", lambda: _replay(args))
+
+
+def _sample(args: argparse.Namespace) -> None:
+    from sharestate.sample.exports import SampleSpec, write_sample
+
+    counts = write_sample(
+        args.output,
+        SampleSpec(
+            records=args.records,
+            share_partitions=args.share_partitions,
+            skew=args.skew,
+            seed=args.seed,
+        ),
+    )
+    print(
+        f"sample exports written under {args.output}: "
+        + ", ".join(f"{name} {rows} rows" for name, rows in counts.items())
+    )
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -93,10 +143,12 @@ def _replay(args: argparse.Namespace) -> int:
                 )
                 print(f"sharestate: nothing new in the exports since {when}: no table written")
                 return 0
+        from sharestate.job import launch
         from sharestate.job.run import main as run_job
         from sharestate.job.session import local_session
 
         spark = local_session(conf_file=args.spark_conf)
+        launch.quiet_console(spark)
         run_job(spark, config, show=args.show)
     return 0
 

@@ -9,15 +9,21 @@ before any Spark work.
 
 from __future__ import annotations
 
+import os
+import posixpath
 import re
 import tomllib
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlparse
 
 from sharestate.errors import InvalidConfigError
 from sharestate.kafka.records import parse_kafka_version
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 INPUT_FORMATS: Final = ("auto", "parquet", "delta")
 OUTPUT_FORMATS: Final = ("delta", "parquet")
@@ -27,16 +33,16 @@ _SPAN: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECAS
 _SPAN_SECONDS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def parse_span(text: str) -> float:
+def parse_span(text: str, option: str = "--stall-span") -> float:
     """Seconds in a span such as `90m`, `6h`, `1.5d` (units s, m, h, d, w)."""
     match = _SPAN.match(str(text))
     if match is None:
         raise InvalidConfigError(
-            f"--stall-span {text!r}: expected a number and a unit s, m, h, d or w, e.g. 6h"
+            f"{option} {text!r}: expected a number and a unit s, m, h, d or w, e.g. 6h"
         )
     seconds = float(match.group(1)) * _SPAN_SECONDS[match.group(2).lower()]
     if seconds <= 0:
-        raise InvalidConfigError(f"--stall-span {text!r}: the span must be longer than 0")
+        raise InvalidConfigError(f"{option} {text!r}: the span must be longer than 0")
     return seconds
 
 
@@ -61,6 +67,9 @@ class JobConfig:
     #: Partitions of __share_group_state, or "auto" (Kafka's default 50 or the highest
     #: exported partition + 1, whichever fits the export).
     state_topic_partitions: int | str = "auto"
+    #: How long a kafka:// input's broker has to answer before the run stops (Spark's Kafka
+    #: source would retry an unreachable address without end).
+    kafka_timeout: str = "60s"
 
     def read_paths(self) -> dict[str, str | None]:
         """What a run reads, by the option that names it (to name it in errors). The output
@@ -98,11 +107,14 @@ class JobConfig:
                 " >= 1 (Kafka's group.share.delivery.count.limit, default 5)"
             )
         parse_span(self.stall_span)
+        parse_span(self.kafka_timeout, "--kafka-timeout")
         self._state_topic_partitions()
 
-    def validate_for_run(self) -> str:
-        """Check what a run that writes the tables needs besides the options one by one;
-        return its output folder (without a trailing `/`)."""
+    def validate_for_run(self, spark: SparkSession | None = None) -> str:
+        """Check what a run that writes the tables needs besides the options one by one,
+        before any work: options that go together, and an `--output` it can write that is
+        neither an input nor inside one nor around one. Return the output folder (without a
+        trailing `/`). With `spark`, a remote `--output` that is a file is refused too."""
         if self.output is None:
             raise InvalidConfigError("--output is required (on the command line or in --config)")
         if self.mode == "incremental" and self.output_format != "delta":
@@ -111,6 +123,11 @@ class JobConfig:
             )
         if self.mode == "incremental" and self.as_of is not None:
             raise InvalidConfigError("--as-of replays a past state: run it with --mode full")
+        problem = output_overlap(self) or local_output_problem(self.output)
+        if problem is None and spark is not None:
+            problem = remote_output_problem(spark, self.output)
+        if problem is not None:
+            raise InvalidConfigError(problem)
         return self.output.rstrip("/")
 
     def _state_topic_partitions(self) -> int | None:
@@ -135,6 +152,10 @@ class JobConfig:
     def stall_span_seconds(self) -> float:
         return parse_span(self.stall_span)
 
+    @property
+    def kafka_timeout_seconds(self) -> float:
+        return parse_span(self.kafka_timeout, "--kafka-timeout")
+
     def _as_of(self) -> int | datetime:
         text = str(self.as_of).strip()
         if text.isdigit():
@@ -157,6 +178,105 @@ class JobConfig:
     def as_of_timestamp(self) -> datetime | None:
         value = self._as_of() if self.as_of is not None else None
         return value if isinstance(value, datetime) else None
+
+
+# --- where --output may be --------------------------------------------------------------
+
+
+def _path_inputs(config: JobConfig) -> dict[str, str]:
+    """The inputs that are paths (not kafka://), by option."""
+    from sharestate.io.exports import is_kafka_uri
+
+    named = {
+        "--share-state": config.share_state,
+        "--consumer-offsets": config.consumer_offsets,
+        "--end-offsets": config.end_offsets,
+    }
+    return {option: path for option, path in named.items() if path and not is_kafka_uri(path)}
+
+
+def _comparable(path: str) -> str:
+    """`path` in one form for all spellings of it: a local path absolute, symbolic links
+    resolved; a URI as scheme://authority/normalised-path."""
+    parsed = urlparse(path)
+    if parsed.scheme in ("", "file"):
+        return os.path.realpath(parsed.path if parsed.scheme == "file" else path)
+    return f"{parsed.scheme}://{parsed.netloc}{posixpath.normpath(parsed.path or '/')}"
+
+
+def _within(inner: str, outer: str) -> bool:
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
+
+
+def output_overlap(config: JobConfig) -> str | None:
+    """Why `--output` cannot be where it is relative to the inputs, or None: the same
+    folder as an input, inside one (the tables would land among the export's files), or
+    holding one (a run replaces what is under --output)."""
+    if config.output is None:
+        return None
+    output = _comparable(config.output)
+    for option, path in _path_inputs(config).items():
+        where = _comparable(path)
+        if where == output:
+            return (
+                f"--output {config.output} is the same folder as {option} {path}: the job "
+                "would write its tables into the export; give an --output outside every input"
+            )
+        if _within(output, where):
+            return (
+                f"--output {config.output} is inside {option} {path}: the job would write its "
+                "tables among the export's files (and later reads of the export would take "
+                "them for part of it); give an --output outside every input"
+            )
+        if _within(where, output):
+            return (
+                f"{option} {path} is inside --output {config.output}: a run replaces what is "
+                "under --output; give an input outside it"
+            )
+    return None
+
+
+def local_output_problem(output: str) -> str | None:
+    """Why a local `--output` cannot be written (an existing file, a folder this process
+    cannot write, or a path under a file), or None; remote outputs give None."""
+    parsed = urlparse(output)
+    if parsed.scheme not in ("", "file"):
+        return None
+    path = os.path.abspath(parsed.path if parsed.scheme == "file" else output)
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            return (
+                f"--output {output} is an existing file: give a folder (the job writes one "
+                "sub-folder per table)"
+            )
+        if not os.access(path, os.W_OK | os.X_OK):
+            return f"--output {output}: the folder is not writable by this user"
+        return None
+    ancestor = os.path.dirname(path)
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        return f"--output {output} cannot be created: {ancestor} is a file"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"--output {output} cannot be created: {ancestor} is not writable by this user"
+    return None
+
+
+def remote_output_problem(spark: SparkSession, output: str) -> str | None:
+    """A remote `--output` that is an existing file (through Hadoop's file system), or None;
+    None too when it cannot be told (Spark Connect: no file-system handle)."""
+    if urlparse(output).scheme in ("", "file"):
+        return None
+    from sharestate.io.files import hadoop_file_system
+
+    try:
+        fs, make_path = hadoop_file_system(spark, output)
+        is_file = bool(
+            fs.exists(make_path(output)) and fs.getFileStatus(make_path(output)).isFile()
+        )
+    except Exception:  # no JVM handle, or no file system for the scheme: Spark says so later
+        return None
+    return f"--output {output} is an existing file: give a folder" if is_file else None
 
 
 CONFIG_KEYS: Final = tuple(f.name for f in fields(JobConfig))

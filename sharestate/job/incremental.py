@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
@@ -231,14 +231,18 @@ def run_incremental(
     checkpoint: Checkpoint,
     cache: CacheScope,
     written: list[str],
+    before_work: Callable[[], object] | None = None,
 ) -> IncrementalRun | None:
     """Bring every table under the output up to date with what arrived since `checkpoint`;
     None when nothing arrived (then nothing is written). `written` gets the name of each
-    table as the run changes it: the caller puts those back if the run fails."""
+    table as the run changes it: the caller puts those back if the run fails.
+    `before_work` runs once it is known that something arrived, before anything is read."""
     listings = export_listings(config, store.spark)
     if all(now.unchanged_since(checkpoint.exports.get(name)) for name, now in listings.items()):
         return None
     restore_unfinished(store, checkpoint)
+    if before_work is not None:
+        before_work()
     with _small_data_settings(store.spark):
         return _apply(config, store, checkpoint, cache, written, listings)
 

@@ -37,8 +37,9 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-format", choices=OUTPUT_FORMATS, help="default: delta")
     parser.add_argument(
         "--kafka-version",
-        metavar="auto|4.0|4.1|4.2|...",
-        help="Kafka release whose record layout to use (default: auto-detect per record)",
+        metavar="auto|4.0|4.1|4.2|4.3|4.4",
+        help="Kafka release whose record layout to use (default: auto-detect per record); "
+        "a release whose layouts the job does not know is refused",
     )
     parser.add_argument(
         "--delivery-count-limit",
@@ -65,7 +66,18 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         help="partitions of __share_group_state, for the wrong-partition check (default auto: "
         "Kafka's default 50 or the highest exported partition + 1, whichever fits)",
     )
-    parser.add_argument("--mode", choices=MODES, help="default: full")
+    parser.add_argument(
+        "--kafka-timeout",
+        metavar="SPAN",
+        help="how long the broker of a kafka:// input has to answer before the run stops, "
+        "e.g. 30s, 2m (default 60s)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        help="default: full. incremental reads only what arrived since the last complete "
+        "run's checkpoint and needs --output-format delta (it updates the tables in place)",
+    )
     parser.add_argument(
         "--as-of",
         metavar="OFFSET|TIMESTAMP",
@@ -77,7 +89,7 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="print N rows of share_partition_state at the end",
+        help="print N rows of share_partition_state at the end (default 0: none)",
     )
 
 
@@ -98,6 +110,7 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
         "as_of": args.as_of,
         "stall_span": args.stall_span,
         "state_topic_partitions": args.state_topic_partitions,
+        "kafka_timeout": args.kafka_timeout,
     }
     config = build_config(file_values, overrides)
     config.validate_for_run()

@@ -213,7 +213,14 @@ def _read_counted(spark: SparkSession, config: JobConfig, source: str, path: str
     """The export of input `source` at `path`, counted: once, for the summary and so that
     an export without duplicates (the usual case) is not shuffled to drop them."""
     what, topic = _EXPORTS[source]
-    export = read_export(spark, path, what=what, topic=topic, input_format=config.input_format)
+    export = read_export(
+        spark,
+        path,
+        what=what,
+        topic=topic,
+        input_format=config.input_format,
+        kafka_timeout_seconds=config.kafka_timeout_seconds,
+    )
     return replace(export, counts=count_rows(export.rows))
 
 

@@ -37,6 +37,7 @@ from sharestate.io.store import TableStore
 from sharestate.io.tables import (
     Written,
     keep_writes,
+    parquet_timestamps_as_int64_micros,
     read_table,
     undo_writes,
     write_table,
@@ -58,7 +59,9 @@ from sharestate.job.pipeline import (
     read_inputs,
     replay_decoded,
 )
+from sharestate.job.preflight import check_before_work
 from sharestate.job.summary import (
+    engine_summary,
     format_summary,
     incremental_summary,
     running_totals,
@@ -66,6 +69,7 @@ from sharestate.job.summary import (
     summary_table,
     write_summary_file,
 )
+from sharestate.jvm import EngineInUse, engine_in_use
 
 log = logging.getLogger("sharestate")
 
@@ -78,9 +82,19 @@ def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any
     A run that fails puts back every table it had written. A file of an input that Spark
     cannot read (corrupt, truncated, not Parquet) fails the run with an `InputError` naming
     the file and the option, whichever stage first reads it. Another run writing to the
-    same output stops this one at once (`OutputLockedError`)."""
-    output = config.validate_for_run()
-    with output_lock(output, spark), unreadable_files_named(config.read_paths()):
+    same output stops this one at once (`OutputLockedError`). Misuse is refused before any
+    work, in one line: `--output` a file, not writable, an input, inside one or around one
+    (`JobConfig.validate_for_run`); executors whose Python lacks what the job needs, a
+    kafka:// input whose broker does not answer (`preflight`, once the run knows it has
+    work to do)."""
+    output = config.validate_for_run(spark)
+    # An incremental run commits through Spark's Delta writer too (outside the local file
+    # system): its Parquet timestamps are INT64 UTC as write_table's are.
+    with (
+        output_lock(output, spark),
+        unreadable_files_named(config.read_paths()),
+        parquet_timestamps_as_int64_micros(spark),
+    ):
         if config.mode == "incremental":
             checkpoint = read_checkpoint(spark, output)
             reason = why_not_incremental(config, checkpoint)
@@ -95,11 +109,12 @@ def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any
 
 
 def _full(spark: SparkSession, config: JobConfig, output: str, show: int) -> dict[str, Any]:
+    engine = _start_work(spark, config, engine_in_use(spark))
     # Listed before anything is read: a file added during the run is read by the next.
     listings = export_listings(config, spark)
     tables = _OutputTables(spark, config, output)
     with CacheScope() as cache:
-        summary = _compute_and_write(spark, config, tables, cache, listings)
+        summary = _compute_and_write(spark, config, tables, cache, listings, engine)
     tables.keep()
     _report(config, output, summary, show, spark)
     return summary
@@ -111,6 +126,7 @@ def _compute_and_write(
     tables: _OutputTables,
     cache: CacheScope,
     listings: dict[str, ExportFiles],
+    engine: EngineInUse,
 ) -> dict[str, Any]:
     """Read, decode, replay; write the per-record tables and the state; audit; write the
     audit tables; count the summary; write the checkpoint. If a step fails, the tables
@@ -135,6 +151,8 @@ def _compute_and_write(
         written = tables.as_written(results)
         summary = summarize(written)
         summary["mode"] = "full"
+        summary["engine"] = engine_summary(engine)
+        summary["delivery_count_limit"] = config.delivery_count_limit
         summary["run_at"] = datetime.now(UTC).isoformat(timespec="seconds")
         tables.write("run_summary", summary_table(spark, summary))
         if config.as_of is None:  # a replay "as of" the past is not a point to go on from
@@ -153,6 +171,14 @@ def _compute_and_write(
         tables.put_back()
         raise
     return summary
+
+
+def _start_work(spark: SparkSession, config: JobConfig, engine: EngineInUse) -> EngineInUse:
+    """What a run that will read and write says and checks first: which engine runs, the
+    executors' Python, the brokers of kafka:// inputs (`preflight`)."""
+    log.info("engine: %s", engine.detail)
+    check_before_work(spark, config)
+    return engine
 
 
 def _extents(results: Results) -> dict[str, dict[int, Extent]]:
@@ -271,12 +297,22 @@ def _incremental(
 ) -> dict[str, Any]:
     store = TableStore(spark, output)
     written: list[str] = []
+    engine = engine_in_use(spark)
     with CacheScope() as cache:
         try:
-            run = run_incremental(config, store, checkpoint, cache, written)
+            run = run_incremental(
+                config,
+                store,
+                checkpoint,
+                cache,
+                written,
+                before_work=lambda: _start_work(spark, config, engine),
+            )
             if run is None:
                 return _nothing_new(config, checkpoint)
             summary, totals = _incremental_summary(run, checkpoint)
+            summary["engine"] = engine_summary(engine)
+            summary["delivery_count_limit"] = config.delivery_count_limit
             _finish_incremental(spark, config, store, checkpoint, run, summary, totals, written)
         except BaseException:
             _put_back(store, checkpoint, written)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -18,7 +18,10 @@ from sharestate.errors import InvalidConfigError
 
 #: Where set-up puts the Delta and Kafka-connector jars (see scripts/fetch_jars.sh).
 DEFAULT_JARS_DIR = ".jars"
-DEFAULT_SPARK_CONF = "conf/spark-defaults.conf"
+#: Settings for any run (cluster-safe), then settings for a local session only.
+JOB_SPARK_CONF = "conf/spark-job.conf"
+LOCAL_SPARK_CONF = "conf/spark-local.conf"
+DEFAULT_SPARK_CONFS = (JOB_SPARK_CONF, LOCAL_SPARK_CONF)
 
 
 def read_spark_defaults(path: str | Path) -> dict[str, str]:
@@ -39,6 +42,12 @@ def read_spark_defaults(path: str | Path) -> dict[str, str]:
     return conf
 
 
+def spark_conf_files(root: str | Path = ".") -> list[Path]:
+    """The repository's Spark settings files under `root` that exist, in the order they
+    apply: conf/spark-job.conf (any run), then conf/spark-local.conf (local only)."""
+    return [Path(root, name) for name in DEFAULT_SPARK_CONFS if Path(root, name).is_file()]
+
+
 def under_spark_submit() -> bool:
     """True when a JVM was started for us (spark-submit, pyspark shell)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
@@ -48,19 +57,24 @@ def local_session(
     *,
     app_name: str = "sharestate",
     conf: Mapping[str, str] | None = None,
-    conf_file: str | Path | None = None,
+    conf_file: str | Path | Sequence[str | Path] | None = None,
     jars_dir: str | Path | None = None,
 ) -> SparkSession:
     """The active session if there is one; else a new local one configured from `conf_file`
-    (default `conf/spark-defaults.conf` if present), `conf`, and the jars in `jars_dir`."""
+    (one file or several, applied in order; default: `spark_conf_files()` of the working
+    directory), `conf`, and the jars in `jars_dir`."""
     active = SparkSession.getActiveSession()
     if active is not None or under_spark_submit():
         return active or SparkSession.builder.getOrCreate()
     settings: dict[str, str] = {"spark.master": "local[*]", "spark.app.name": app_name}
-    if conf_file is None and Path(DEFAULT_SPARK_CONF).is_file():
-        conf_file = DEFAULT_SPARK_CONF
-    if conf_file is not None:
-        settings.update(read_spark_defaults(conf_file))
+    if conf_file is None:
+        files: Sequence[str | Path] = spark_conf_files()
+    elif isinstance(conf_file, str | Path):
+        files = [conf_file]
+    else:
+        files = conf_file
+    for file in files:
+        settings.update(read_spark_defaults(file))
     settings.update(conf or {})
     jars = sorted(
         Path(jars_dir or os.environ.get("SHARESTATE_JARS", DEFAULT_JARS_DIR)).glob("*.jar")

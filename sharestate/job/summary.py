@@ -3,7 +3,8 @@
 `summarize(results)` counts from the data, including the row reconciliation (rows read =
 duplicates dropped + decoded + quarantined, for every input); `format_summary` turns the
 counts into the lines printed at the end of a run. The job also writes them as the
-`run_summary` table and, for a local output, `run_summary.json`.
+`run_summary` table (`summary_table`, typed columns and the JSON) and, for a local output,
+`run_summary.json`.
 """
 
 from __future__ import annotations
@@ -13,13 +14,17 @@ import os
 from typing import Any
 from urllib.parse import urlparse
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sharestate.audits import REASON_DELIVERY_LIMIT, SEVERITIES
 from sharestate.decode.columns import KEY
 from sharestate.io.exports import count_rows
 from sharestate.job.pipeline import Results
+
+# The `run_summary` table's row (typed columns beside the JSON) is its own module's.
+from sharestate.job.summary_table import summary_table as summary_table
+from sharestate.jvm import EngineInUse
 
 #: One pair count: (first value, second value, rows).
 _Pair = tuple[str, str, int]
@@ -224,9 +229,16 @@ def _lag_counts(lag_table: DataFrame) -> dict[str, int] | None:
     }
 
 
+def engine_summary(engine: EngineInUse) -> dict[str, str]:
+    """The summary's `engine`: `jvm` or `python`, and in words (why Python, if it is)."""
+    return {"name": engine.name, "detail": engine.detail}
+
+
 def format_summary(summary: dict[str, Any]) -> str:
     """The run summary as a few lines a person reads at the end of a run."""
     lines = ["sharestate run summary"]
+    if "engine" in summary:
+        lines.append(f"  engine: {summary['engine']['detail']}")
     for source, info in summary["inputs"].items():
         if "skipped" in info:
             lines.append(f"  {source}: {info['skipped']}")
@@ -288,14 +300,6 @@ def _audit_lines(summary: dict[str, Any]) -> list[str]:
         by_severity = summary["findings"]["by_severity"]
         lines.append("  findings: " + ", ".join(f"{k} {v:,}" for k, v in by_severity.items()))
     return lines
-
-
-def summary_table(spark: SparkSession, summary: dict[str, Any]) -> DataFrame:
-    """The `run_summary` table: one row, the summary as JSON."""
-    return spark.createDataFrame(
-        [(summary["run_at"], json.dumps(summary, sort_keys=True))],
-        "run_at string, summary_json string",
-    )
 
 
 def write_summary_file(output: str, summary: dict[str, Any]) -> None:

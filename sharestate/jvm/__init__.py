@@ -6,12 +6,32 @@ that cannot reach the JVM (Spark Connect), runs the Python paths.
 
 * `contract`: the rows both sides exchange (columns, types, version), defined once in
   Python and rendered into the jar's `Contract.java` at build time.
-* `bridge`: whether the session has the jar, which engine runs a step, and calls that
-  return teed outputs.
+* `bridge`: whether the session has the jar, which engine runs a step (and which one a
+  run used, for its log and summary), and calls that return teed outputs.
 """
 
 from __future__ import annotations
 
-from sharestate.jvm.bridge import ENGINES, MISSING, Engine, Tee, available, call_teed, choose
+from sharestate.jvm.bridge import (
+    ENGINES,
+    MISSING,
+    Engine,
+    EngineInUse,
+    Tee,
+    available,
+    call_teed,
+    choose,
+    engine_in_use,
+)
 
-__all__ = ["ENGINES", "MISSING", "Engine", "Tee", "available", "call_teed", "choose"]
+__all__ = [
+    "ENGINES",
+    "MISSING",
+    "Engine",
+    "EngineInUse",
+    "Tee",
+    "available",
+    "call_teed",
+    "choose",
+    "engine_in_use",
+]

@@ -3,6 +3,7 @@ the JVM passes that hand rows over to a second output (`Tee`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from pyspark.sql import DataFrame, SparkSession
@@ -37,6 +38,25 @@ def available(spark: SparkSession) -> bool:
         )
     except Exception:  # no JVM (Spark Connect), no jar, or py4j cannot find the class
         return False
+
+
+@dataclass(frozen=True)
+class EngineInUse:
+    """Which implementation `engine="auto"` runs in a session, for the log and the summary."""
+
+    name: Literal["jvm", "python"]
+    detail: str
+
+
+def engine_in_use(spark: SparkSession) -> EngineInUse:
+    """The engine the decode and the replay's fold run on in `spark` (`engine="auto"`)."""
+    if available(spark):
+        return EngineInUse(
+            "jvm",
+            "JVM fast paths (sharestate-jvm.jar): decode and the replay's fold; rows the decode "
+            "tier is not sure of go to the Python reference decoder",
+        )
+    return EngineInUse("python", f"Python paths only: {MISSING}")
 
 
 def _target(spark: SparkSession, class_name: str, method: str) -> Any:

@@ -28,3 +28,8 @@ DELIVERY_STATE_NAMES: Final = {
 SNAPSHOT: Final = "snapshot"
 UPDATE: Final = "update"
 TOMBSTONE: Final = "tombstone"
+
+#: The Kafka releases (major, minor) whose share records this project decodes, each checked
+#: against records Kafka's own serializers wrote (tests/kafka/golden/). A later release may
+#: change a layout inside value version 0, as 4.1 and 4.2 did: it is refused, not guessed.
+KNOWN_KAFKA_RELEASES: Final = ((4, 0), (4, 1), (4, 2), (4, 3), (4, 4))

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from sharestate.errors import DecodeError, InvalidConfigError
 from sharestate.kafka import schemas as s
+from sharestate.kafka.constants import KNOWN_KAFKA_RELEASES
 from sharestate.kafka.wire import Reader
 
 #: First words of quarantine reasons.
@@ -40,7 +41,8 @@ _VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.\d+)?$")
 
 
 def parse_kafka_version(text: str) -> tuple[int, int] | None:
-    """`auto` -> None; `4.1` / `4.1.2` -> (4, 1). Share groups exist from Kafka 4.0 on."""
+    """`auto` -> None; `4.1` / `4.1.2` -> (4, 1), for the releases in KNOWN_KAFKA_RELEASES
+    (share groups exist from Kafka 4.0 on)."""
     if text == "auto":
         return None
     match = _VERSION_RE.match(text.strip())
@@ -52,6 +54,12 @@ def parse_kafka_version(text: str) -> tuple[int, int] | None:
     if version < (4, 0):
         raise InvalidConfigError(
             f"--kafka-version {text}: share groups (KIP-932) first shipped in Kafka 4.0"
+        )
+    if version not in KNOWN_KAFKA_RELEASES:
+        known = ", ".join(f"{major}.{minor}" for major, minor in KNOWN_KAFKA_RELEASES)
+        raise InvalidConfigError(
+            f"--kafka-version {text}: not a Kafka release this job knows the record layouts "
+            f"of ({known}); give one of those, or auto"
         )
     return version
 

@@ -19,13 +19,10 @@ from types import ModuleType
 import pytest
 
 from sharestate.decode.columns import GROUP_RECORD_FIELDS, SHARE_STATE_DECODED_FIELDS
-from sharestate.io.checkpoint import (
-    APPENDED_TABLES,
-    CARRIED_TABLES,
-    CHECKPOINT_SCHEMA,
-    CHECKPOINT_TABLE,
-)
+from sharestate.io.checkpoint import CHECKPOINT_SCHEMA, CHECKPOINT_TABLE
+from sharestate.io.readers import OUTPUT_TABLES
 from sharestate.job import cli
+from sharestate.job.summary_table import COLUMN_NAMES as RUN_SUMMARY_COLUMNS
 from sharestate.replay.fold import COMPUTED_FIELDS, LATEST_TIMESTAMP, PASSTHROUGH_FIELDS, SINCE
 from tests.support.paths import ROOT
 
@@ -126,14 +123,15 @@ def test_benchmark_results_are_complete_and_all_on_the_performance_page() -> Non
 
 def test_output_tables_page_names_every_table_and_column_the_code_defines() -> None:
     page = (DOCS / "output-tables.md").read_text(encoding="utf-8")
-    tables = {CHECKPOINT_TABLE, *CARRIED_TABLES, *APPENDED_TABLES, "share_partition_state"}
+    tables = {CHECKPOINT_TABLE, *OUTPUT_TABLES}
     columns = {
         *(field.name for field in SHARE_STATE_DECODED_FIELDS),
         *(field.name for field in GROUP_RECORD_FIELDS),
         *(field.name for field in (*PASSTHROUGH_FIELDS, *COMPUTED_FIELDS)),
         SINCE,
         LATEST_TIMESTAMP,
-        *(column.split()[0] for column in CHECKPOINT_SCHEMA.split(",")),
+        *re.findall(r"(?:^|,)\s*(\w+)\s", CHECKPOINT_SCHEMA),
+        *RUN_SUMMARY_COLUMNS,
     }
     headings = set(re.findall(r"^### `(\w+)`", page, re.MULTILINE))
     assert tables - headings == set()

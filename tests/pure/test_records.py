@@ -133,7 +133,7 @@ def test_wrong_sized_known_tag_is_rejected() -> None:
         decode_share_state(UPDATE_KEY, value, share_state_layouts("4.2"))
 
 
-@pytest.mark.parametrize("version", ["3.9", "x", "4", "4.1.2.3"])
+@pytest.mark.parametrize("version", ["3.9", "x", "4", "4.1.2.3", "4.5", "9.9"])
 def test_kafka_version_is_validated(version: str) -> None:
     with pytest.raises(InvalidConfigError):
         share_state_layouts(version)

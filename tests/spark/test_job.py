@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from datetime import UTC
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
@@ -20,6 +23,7 @@ from sharestate.errors import InvalidConfigError
 from sharestate.job import JobConfig, cli, compute
 from sharestate.job import main as job_main
 from sharestate.job.config import build_config, read_config_file
+from sharestate.job.session import read_spark_defaults
 from sharestate.sample.exports import SampleSpec, write_sample
 from tests.support.paths import ROOT
 
@@ -56,6 +60,7 @@ def test_replay_writes_every_table(
     tmp_path: Path,
     output_format: str,
     caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     caplog.set_level(logging.INFO, logger="sharestate")
     out = tmp_path / "out"
@@ -81,6 +86,13 @@ def test_replay_writes_every_table(
             assert any(m.startswith(f"wrote {table}: {rows:,} rows in ") for m in logged), table
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["inputs"]["share_state"]["reconciled"]
+    # The tests' session has the JVM jar: the run says it ran the JVM fast paths, in the
+    # log (first), the summary and the printed summary.
+    assert summary["engine"]["name"] == "jvm"
+    assert summary["engine"]["detail"].startswith("JVM fast paths (sharestate-jvm.jar)")
+    engine_line = logged.index(f"engine: {summary['engine']['detail']}")
+    assert engine_line < min(i for i, m in enumerate(logged) if m.startswith("reading "))
+    assert f"  engine: {summary['engine']['detail']}\n" in capsys.readouterr().out
     poison, archived = (
         spark.read.format(output_format).load(str(out / table)).count() for table in MAYBE_EMPTY
     )
@@ -88,6 +100,8 @@ def test_replay_writes_every_table(
         summary["poison_messages"]["ranges"],
         summary["archived_messages"]["ranges"],
     )
+    _readers_see_utc_timestamps(out, output_format)
+    _run_summary_is_typed(spark, out, output_format, summary)
     findings = spark.read.format(output_format).load(str(out / "findings")).count()
     assert findings == sum(summary["findings"]["by_severity"].values())
     decoded = spark.read.format(output_format).load(str(out / "share_state_records"))
@@ -105,6 +119,57 @@ def test_replay_writes_every_table(
         assert {"group_id", "topic_id", "partition"} <= _columns_with_stats(
             out / "share_partition_state"
         )
+
+
+def _data_files(table: Path) -> list[Path]:
+    return sorted(p for p in table.glob("*.parquet"))
+
+
+def _readers_see_utc_timestamps(out: Path, output_format: str) -> None:
+    """Timestamps are INT64 microseconds adjusted to UTC in either format: pyarrow, pandas
+    and DuckDB read timestamp[us, UTC] (legacy INT96 came without a time zone)."""
+    import duckdb
+
+    for table, column in (
+        ("share_state_records", "source_timestamp"),
+        ("run_summary", "run_at"),
+        ("_checkpoint", "written_at"),
+    ):
+        files = _data_files(out / table)
+        assert files, table
+        schema = pq.read_schema(files[0])
+        assert str(schema.field(column).type) == "timestamp[us, tz=UTC]", (table, column)
+        parquet_type = pq.ParquetFile(files[0]).schema.column(schema.get_field_index(column))
+        assert parquet_type.physical_type == "INT64", (table, column)
+        if output_format == "parquet":  # a Delta table's folder is read through its log
+            frame = pd.read_parquet(out / table, columns=[column])
+            assert str(frame[column].dtype) == "datetime64[us, UTC]", (table, column)
+            described = duckdb.sql(
+                f"DESCRIBE SELECT {column} FROM read_parquet('{out / table}/*.parquet')"
+            ).fetchall()
+            assert described[0][1] == "TIMESTAMP WITH TIME ZONE", (table, described)
+
+
+def _run_summary_is_typed(
+    spark: SparkSession, out: Path, output_format: str, summary: dict[str, Any]
+) -> None:
+    """The run_summary table: typed columns with the summary's numbers, and the JSON."""
+    table = spark.read.format(output_format).load(str(out / "run_summary"))
+    types = dict(table.dtypes)
+    assert types["run_at"] == "timestamp" and types["poison_ranges"] == "bigint"
+    (row,) = table.collect()
+    assert json.loads(row["summary_json"]) == summary
+    assert row["run_at"].astimezone(UTC).isoformat() == summary["run_at"]
+    share_state = summary["inputs"]["share_state"]
+    assert row["inputs"]["share_state"]["rows_read"] == share_state["rows_read"]
+    assert row["inputs"]["share_state"]["reconciled"] is True
+    assert row["inputs"]["share_state"]["backfilled"] is None  # incremental runs only
+    assert row["engine"] == "jvm" and row["mode"] == "full"
+    assert row["delivery_count_limit"] == summary["delivery_count_limit"] == 5
+    assert row["poison_ranges"] == summary["poison_messages"]["ranges"]
+    assert dict(row["findings_by_severity"]) == summary["findings"]["by_severity"]
+    assert row["share_groups"] == summary["share_groups"]["groups"]
+    assert row["total_lag"] is None and row["changes"] is None  # no --end-offsets; full run
 
 
 def _as_of_values(sample: Path) -> list[str | None]:
@@ -298,7 +363,17 @@ def test_config_file_with_command_line_override(tmp_path: Path) -> None:
         read_config_file(bad)
 
 
+def test_the_local_session_has_both_files_settings(spark: SparkSession) -> None:
+    job = read_spark_defaults(ROOT / "conf" / "spark-job.conf")
+    for key in ("spark.databricks.delta.snapshotPartitions", "spark.sql.adaptive.enabled"):
+        assert spark.conf.get(key) == job[key]
+    assert spark.sparkContext.getConf().get("spark.ui.showConsoleProgress") == "false"
+
+
 def test_spark_submit_runs_the_job_script(sample: Path, tmp_path: Path) -> None:
+    """The spark-submit entry with nothing but jars and a master: it sets Delta's session
+    settings itself, logs the job's stages as the console command does, and draws no
+    progress bar."""
     spark_submit = Path(sys.executable).parent / "spark-submit"
     jars = ",".join(str(p) for p in sorted((ROOT / ".jars").glob("*.jar")))
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
@@ -312,10 +387,6 @@ def test_spark_submit_runs_the_job_script(sample: Path, tmp_path: Path) -> None:
             "--jars",
             jars,
             "--conf",
-            "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
-            "--conf",
-            "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",
-            "--conf",
             "spark.ui.enabled=false",
             "--conf",
             "spark.sql.shuffle.partitions=2",
@@ -328,12 +399,19 @@ def test_spark_submit_runs_the_job_script(sample: Path, tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         env=env,
-        timeout=300,
+        timeout=900,
         check=False,
     )
-    assert result.returncode == 0, result.stderr[-3000:]
+    console = result.stdout + result.stderr
+    assert result.returncode == 0, console[-3000:]
     assert "sharestate run summary" in result.stdout
     assert (out / "share_state_records" / "_delta_log").is_dir()
+    assert " sharestate reading and decoding " in console
+    assert re.search(r" sharestate wrote share_state_records: [\d,]+ rows in ", console)
+    assert "[Stage " not in console, "no progress bar"
+    assert "already exists on this machine" not in console  # BlockManager, JVM tee hand-over
+    assert "Truncated the string representation" not in console
+    assert " INFO " not in console.split("Setting Spark log level")[-1], "Spark's log at WARN"
     bad = subprocess.run(
         [
             str(spark_submit),

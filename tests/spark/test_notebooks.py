@@ -9,15 +9,18 @@ with its traceback.
 from __future__ import annotations
 
 import copy
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jupytext
 import nbformat
 import pytest
 from nbclient import NotebookClient
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from sharestate.job import cli
 from sharestate.sample.exports import SampleSpec, write_sample
@@ -38,6 +41,9 @@ FIGURES = {
         "pruning_cutoff",
     },
 }
+FIGURE_FACTS_PREFIX = "FIGURE_FACTS "
+#: A finding written after the last complete run's checkpoint (a killed run's).
+INJECTED = "written_after_the_checkpoint"
 #: Parameters of each run besides the output (the sample's groups are group-000 and group-001).
 PARAMETERS: dict[str, dict[str, str]] = {
     "full": {},
@@ -63,6 +69,13 @@ class Run:
         )
 
     @property
+    def figure_facts(self) -> dict[str, list[dict[str, Any]]]:
+        """The notebook's FIGURE_FACTS (labels, scales, legends of each figure's axes)."""
+        (line,) = [line for line in self.text.splitlines() if line.startswith(FIGURE_FACTS_PREFIX)]
+        facts: dict[str, list[dict[str, Any]]] = json.loads(line[len(FIGURE_FACTS_PREFIX) :])
+        return facts
+
+    @property
     def images(self) -> int:
         return sum(
             "image/png" in output.get("data", {})
@@ -83,6 +96,12 @@ def job_outputs(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -
     full, partial = root / "full", root / "partial"
     assert cli.main([*replay, *offsets, "--delivery-count-limit", "1", "--output", str(full)]) == 0
     assert cli.main([*replay, "--output-format", "parquet", "--output", str(partial)]) == 0
+    # A later, unfinished run's commit to `findings`, after the checkpoint: the notebook reads
+    # the checkpointed version and never shows it.
+    findings = spark.read.format("delta").load(str(full / "findings"))
+    findings.limit(1).withColumn("code", F.lit(INJECTED)).withColumn(
+        "severity", F.lit("error")
+    ).write.format("delta").mode("append").save(str(full / "findings"))
     return {"full": full, "partial": partial}
 
 
@@ -110,6 +129,11 @@ def runs(
         for index, cell in enumerate(copy.deepcopy(notebook.cells)):
             cell["id"] = f"{name}-{index}"
             combined.cells.append(cell)
+        combined.cells.append(
+            nbformat.v4.new_code_cell(
+                f"import json\nprint({FIGURE_FACTS_PREFIX!r} + json.dumps(FIGURE_FACTS))"
+            )
+        )
         spans[name] = (start, len(combined.cells))
     with pytest.MonkeyPatch.context() as patch:
         # The kernel's Spark runs small queries for a minute: the JVM's quick (C1) JIT alone
@@ -138,8 +162,30 @@ def test_notebook_on_an_output_with_every_table(runs: dict[str, Run]) -> None:
     assert run.figures == expected
     assert run.images == len(expected)
     assert "[missing]" not in run.text
+    assert "reading the tables of the last complete run" in run.text
+    shown = json.dumps([cell.get("outputs", []) for cell in run.cells])
+    assert "findings" in run.figures and INJECTED not in shown
     assert "Poison ranges, largest first" in run.text
     assert "At or over the delivery-count limit" in run.text
+    facts = _charts_are_labelled(run)
+    (delivery,) = facts["delivery_counts"]
+    assert delivery["yscale"] == "log" and "delivery-count limit (1)" in delivery["legend"]
+    assert "tombstone (deleted)" in facts["spso_over_time"][0]["legend"]
+    # The sample's deleted group: every one of its share-partitions is deleted.
+    (per_group,) = facts["state_per_group"]
+    assert any(
+        text.strip().startswith("only deleted share-partitions") for text in per_group["texts"]
+    )
+
+
+def _charts_are_labelled(run: Run) -> dict[str, list[dict[str, Any]]]:
+    """Every axes has a y label and each figure's bottom axes an x label."""
+    facts = run.figure_facts
+    assert set(facts) == FIGURES[run.notebook]
+    for name, axes in facts.items():
+        assert all(ax["ylabel"] for ax in axes), (name, axes)
+        assert axes[-1]["xlabel"], (name, axes)
+    return facts
 
 
 def test_notebook_on_an_output_without_consumer_offsets(runs: dict[str, Run]) -> None:
@@ -157,6 +203,10 @@ def test_notebook_on_an_output_without_consumer_offsets(runs: dict[str, Run]) ->
     expected = FIGURES[run.notebook]
     assert run.figures == expected
     assert run.images == len(expected)
+    facts = _charts_are_labelled(run)
+    # No offset reached the limit (5) here, and its line is drawn all the same.
+    (delivery,) = facts["delivery_counts"]
+    assert delivery["yscale"] == "log" and "delivery-count limit (5)" in delivery["legend"]
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda path: path.stem)

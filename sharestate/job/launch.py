@@ -1,0 +1,123 @@
+"""What the entry points (the `sharestate` command, `jobs/replay_share_state.py` under
+spark-submit) set up around a run, and nothing else does: logging, the session spark-submit
+hands over, the console, one-line errors.
+
+Library code (`sharestate.job.main`, `compute`) changes none of this: a notebook keeps its
+own logging, session and console. Spark's modules load on first use: `sharestate sample`
+runs without them.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from sharestate.errors import UsageError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LOG_FORMAT: Final = "%(asctime)s %(name)s %(message)s"
+
+#: Delta Lake's session settings: without them a Delta write fails with
+#: DELTA_CONFIGURE_SPARK_SESSION_WITH_EXTENSION_AND_CATALOG after the run has done its work.
+DELTA_SESSION_SETTINGS: Final = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+DELTA_EXTENSION_CLASS: Final = DELTA_SESSION_SETTINGS["spark.sql.extensions"]
+
+#: Set on the session spark-submit hands over unless the submitter set them: the job's own
+#: log lines, not Spark's INFO lines nor a progress bar drawn over them. `--conf
+#: spark.log.level=INFO` brings Spark's lines back.
+SUBMIT_DEFAULTS: Final = {
+    "spark.ui.showConsoleProgress": "false",
+    "spark.log.level": "WARN",
+}
+
+#: Spark loggers whose console lines are noise for the job's users, and the level that keeps
+#: what matters: a block the JVM fast paths hand over twice ("already exists", harmless), the
+#: plan-truncation note, and executors' stack traces of a task that failed. The failure
+#: itself still reaches the run as an exception: one line when it is an input's fault,
+#: else a traceback with the executor's cause.
+QUIET_LOGGERS: Final = {
+    "org.apache.spark.storage.BlockManager": "ERROR",
+    "org.apache.spark.util.SparkStringUtils": "ERROR",
+    "org.apache.spark.scheduler.TaskSetManager": "ERROR",
+    "org.apache.spark.executor.Executor": "FATAL",
+    "org.apache.spark.sql.execution.datasources.FileFormatWriter": "FATAL",
+    # A Kafka client retrying an address prints a warning per attempt.
+    "org.apache.kafka": "ERROR",
+}
+
+
+def configure_logging() -> None:
+    """The `sharestate` logger at INFO on stderr, as every entry point prints it."""
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    logging.getLogger("sharestate").setLevel(logging.INFO)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def session_defaults(conf: Mapping[str, str], delta_loadable: bool) -> dict[str, str]:
+    """The settings an entry point adds to the session it builds: SUBMIT_DEFAULTS and, when
+    Delta's classes are on the classpath, Delta's session settings, each only where
+    `conf` (what the submitter set) has none."""
+    wanted = dict(SUBMIT_DEFAULTS)
+    if delta_loadable:
+        wanted.update(DELTA_SESSION_SETTINGS)
+    added = {key: value for key, value in wanted.items() if key not in conf}
+    extensions = conf.get("spark.sql.extensions")
+    if delta_loadable and extensions is not None:
+        listed = [name.strip() for name in extensions.split(",") if name.strip()]
+        if DELTA_EXTENSION_CLASS not in listed:  # the submitter's extensions, and Delta's
+            added["spark.sql.extensions"] = ",".join([*listed, DELTA_EXTENSION_CLASS])
+    return added
+
+
+def _class_loadable(class_name: str) -> bool:
+    from pyspark import SparkContext
+
+    jvm: Any = SparkContext._jvm
+    try:
+        return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(class_name))
+    except Exception:  # no JVM handle: nothing to add for it
+        return False
+
+
+def submitted_session(app_name: str) -> SparkSession:
+    """The session for a run under spark-submit: what spark-submit configured (master, jars,
+    `--conf`, properties files), plus `session_defaults` for what it left unset."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    SparkContext._ensure_initialized()  # the JVM spark-submit started, with its --jars
+    submitted = dict(SparkConf().getAll())
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in session_defaults(submitted, _class_loadable(DELTA_EXTENSION_CLASS)).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def quiet_console(spark: SparkSession) -> None:
+    """Raise QUIET_LOGGERS to their levels in the driver's log4j (what reaches the console)."""
+    jvm: Any = spark.sparkContext._jvm
+    try:
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        levels = jvm.org.apache.logging.log4j.Level
+        for name, level in QUIET_LOGGERS.items():
+            configurator.setLevel(name, levels.toLevel(level))
+    except Exception:  # another logging backend: its own configuration applies
+        logging.getLogger("sharestate").debug("could not quiet Spark's loggers", exc_info=True)
+
+
+def run_guarded(prog: str, work: Callable[[], int | None]) -> int:
+    """Run `work` and return its exit code (None: 0); a `UsageError` is one line on stderr
+    and exit code 2."""
+    try:
+        code = work()
+    except UsageError as err:
+        print(f"{prog}: error: {err}", file=sys.stderr, flush=True)
+        return 2
+    return code or 0

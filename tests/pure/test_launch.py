@@ -1,0 +1,119 @@
+"""What the entry points set up around a run: Spark settings files, the session spark-submit
+hands over, the console."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from sharestate.job import cli
+from sharestate.job.config import build_config, read_config_file
+from sharestate.job.launch import session_defaults
+from sharestate.job.session import read_spark_defaults, spark_conf_files
+from sharestate.sample.exports import SampleSpec
+from tests.support.documented import fenced_block, shell_commands
+from tests.support.paths import ROOT
+
+#: Settings that place or size a run: a cluster's own, never the job's.
+PLACES_OR_SIZES = re.compile(
+    r"^spark\.(master|submit\.|driver\.(memory|cores|host|bindAddress)|executor\.(memory|cores"
+    r"|instances)|cores\.max|ui\.enabled|sql\.shuffle\.partitions|sql\.files\.maxPartitionBytes)"
+)
+
+
+def test_job_settings_are_cluster_safe_and_local_ones_apart() -> None:
+    job = read_spark_defaults(ROOT / "conf" / "spark-job.conf")
+    local = read_spark_defaults(ROOT / "conf" / "spark-local.conf")
+    assert [key for key in job if PLACES_OR_SIZES.match(key)] == []
+    assert {"spark.master", "spark.driver.memory"} <= set(local)
+    assert not set(job) & set(local), "each setting in one file"
+    assert spark_conf_files(ROOT) == [
+        ROOT / "conf" / "spark-job.conf",
+        ROOT / "conf" / "spark-local.conf",
+    ]
+
+
+def test_an_entry_point_adds_only_what_the_submitter_left_unset() -> None:
+    delta = {
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    }
+    assert session_defaults({}, delta_loadable=True) == {
+        **delta,
+        "spark.ui.showConsoleProgress": "false",
+        "spark.log.level": "WARN",
+    }
+    assert session_defaults({}, delta_loadable=False) == {
+        "spark.ui.showConsoleProgress": "false",
+        "spark.log.level": "WARN",
+    }
+    submitted = {
+        "spark.log.level": "INFO",
+        "spark.ui.showConsoleProgress": "true",
+        "spark.sql.extensions": "org.example.Extension",
+    }
+    assert session_defaults(submitted, delta_loadable=True) == {
+        "spark.sql.extensions": "org.example.Extension,io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": delta["spark.sql.catalog.spark_catalog"],
+    }
+    assert session_defaults({**submitted, **delta}, delta_loadable=True) == {}
+
+
+def test_version_and_help_say_what_a_user_needs(capsys: pytest.CaptureFixture[str]) -> None:
+    from sharestate import __version__
+
+    for argv in (["--version"], ["sample", "--help"], ["replay", "--help"]):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(argv)
+        assert exit_info.value.code == 0
+    printed = capsys.readouterr().out
+    version, rest = printed.split("\n", 1)
+    assert version == f"sharestate {__version__}"
+    sample_help, replay_help = rest.split("usage: sharestate replay")
+    # Every sample option says what it is, and those with a default show it.
+    flat = " ".join(sample_help.split())
+    defaults = SampleSpec()
+    for option, default in (
+        ("--records N", defaults.records),
+        ("--share-partitions N", defaults.share_partitions),
+        ("--skew S", defaults.skew),
+        ("--seed N", defaults.seed),
+    ):
+        assert re.search(rf"{option} \w[^(]*(\([^d][^)]*\)[^(]*)*\(default: {default}\)", flat), (
+            option
+        )
+    assert re.search(r"--output DIR \w", flat)
+    flat = " ".join(replay_help.split())
+    assert "incremental reads only what arrived since the last complete run's checkpoint" in flat
+    assert "needs --output-format delta" in flat
+    assert re.search(r"--show N print N rows of share_partition_state at the end \(default 0", flat)
+
+
+def test_the_example_config_describes_what_exists() -> None:
+    example = ROOT / "conf" / "sharestate.example.toml"
+    text = example.read_text()
+    assert "planned" not in text and "not yet available" not in text
+    assert "incremental" in text
+    config = build_config(read_config_file(example), {})
+    assert config.mode == "full" and config.kafka_timeout_seconds == 60.0
+
+
+def test_the_readmes_cluster_command_names_the_jars_set_up_puts_in_place() -> None:
+    """The block `make test-cluster` runs as written: `make dist`, the sample, spark-submit
+    with the job's settings file and jars that `make setup` puts in .jars/."""
+    commands = shell_commands(fenced_block(ROOT / "README.md", "<!-- cluster-command:", "bash"))
+    assert [c.split()[:2] for c in commands] == [
+        ["make", "dist"],
+        ["sharestate", "sample"],
+        ["spark-submit", "--properties-file"],
+    ]
+    submit = commands[-1].split()
+    assert submit[submit.index("--properties-file") + 1] == "conf/spark-job.conf"
+    assert "--load-spark-defaults" in submit
+    jars = submit[submit.index("--jars") + 1].split(",")
+    assert [jar for jar in jars if not (ROOT / jar).is_file()] == []
+    assert {"delta-spark_4.2_2.13-4.4.0.jar", "sharestate-jvm.jar"} <= {
+        jar.rsplit("/", 1)[-1] for jar in jars
+    }
+    assert submit[submit.index("--py-files") + 1] == "dist/sharestate.zip"
