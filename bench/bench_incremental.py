@@ -196,10 +196,11 @@ def _history(spark: Any, records: int, args: argparse.Namespace, stages: _Stages
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=10_000_000)
-    parser.add_argument("--small-history", type=int, default=2_500_000)
+    parser.add_argument("--small-history", type=int, help="default: a quarter of --records")
     parser.add_argument("--share-partitions", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=932)
     args = parser.parse_args()
+    args.small_history = args.small_history or args.records // 4
     DATA.mkdir(exist_ok=True)
     spark = bench_session("sharestate-bench-incremental")
     stages = _Stages()

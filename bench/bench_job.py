@@ -1,4 +1,5 @@
-"""Whole-job benchmark (`make bench`): the job end to end, and an incremental run.
+"""Whole-job benchmark (`make bench`): the job end to end (incremental runs:
+bench_incremental.py).
 
 On the simulated export of bench_replay.py (N records, default 10,000,000 over 20,000
 share-partitions; cached in bench-data/), in one Spark session on local[2]:
@@ -6,10 +7,7 @@ share-partitions; cached in bench-data/), in one Spark session on local[2]:
 * stages: decode alone, decode + replay (both to Spark's `noop` sink), then the whole job
   (decode, replay, every audit table, Delta writes, summary): records/s end to end and
   the share of the time per stage (decode; replay = decode+replay - decode; audits and
-  writes = job - decode+replay);
-* incremental: a full run over the export without the last 1% of every state-topic
-  partition, then `--mode incremental` over the whole export; its time against the full
-  run's (goal: at least 10x faster).
+  writes = job - decode+replay).
 
 Results go to bench-data/job-results.json and, with the date, commit, machine and settings,
 to bench/results/ (`bench_results.py`).
@@ -24,10 +22,6 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
@@ -37,22 +31,6 @@ from bench_results import machine, spark_settings, write_result  # noqa: E402
 
 from sharestate.job import JobConfig  # noqa: E402
 from sharestate.job import main as run_job  # noqa: E402
-from sharestate.sample.simulate import write_export  # noqa: E402
-
-
-def _without_last_percent(export: Path) -> tuple[Path, int]:
-    """The export minus the last 1% of each state-topic partition's rows."""
-    target = export.parent / "first-99-percent"
-    table = ds.dataset(export).to_table()
-    if not target.exists():
-        ends = table.group_by("partition").aggregate([("offset", "max")])
-        cut = {p: int(m * 0.99) for p, m in zip(*ends.to_pydict().values(), strict=True)}
-        limits = pc.take(
-            pa.array(list(cut.values())),
-            pc.index_in(table.column("partition"), value_set=pa.array(list(cut.keys()))),
-        )
-        write_export(table.filter(pc.less(table.column("offset"), limits)), target)
-    return target, table.num_rows - ds.dataset(target).count_rows()
 
 
 def main() -> None:
@@ -63,7 +41,6 @@ def main() -> None:
     args = parser.parse_args()
     DATA.mkdir(exist_ok=True)
     export, meta = _export(args.records, args.share_partitions, args.seed)
-    first, new_rows = _without_last_percent(export)
 
     spark = bench_session("sharestate-bench-job")
     stages = _measure(spark, export)
@@ -76,8 +53,6 @@ def main() -> None:
 
     shutil.rmtree(out, ignore_errors=True)
     full = timed(export, out / "full", "full")
-    timed(first, out / "incremental", "full")
-    incremental = timed(export, out / "incremental", "incremental")
     machine_info, session_settings = machine(spark), spark_settings(spark)
     spark.stop()
     records = meta["records"]
@@ -91,13 +66,7 @@ def main() -> None:
             "audits_and_writes": (full - stages["replay_seconds"]) / full,
         },
         "stage_seconds": stages,
-        "incremental": {
-            "new_records": new_rows,
-            "seconds": incremental,
-            "full_run_seconds": full,
-            "speedup": full / incremental,
-        },
-        "goals": {"job_records_per_sec": 200_000, "incremental_speedup": 10},
+        "goals": {"job_records_per_sec": 200_000},
     }
     (DATA / "job-results.json").write_text(json.dumps(result, indent=2))
     settings = {

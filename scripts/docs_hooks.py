@@ -261,6 +261,11 @@ def _stages(result: dict[str, Any]) -> str:
     return "<br>".join(part for part in parts if part) or "—"
 
 
+def _history_records(result: dict[str, Any]) -> str:
+    sizes = sorted((_get(result, "results", "history") or {}), key=int, reverse=True)
+    return _number(int(sizes[0])) if sizes else "—"
+
+
 def _machine(result: dict[str, Any]) -> str:
     machine = result["machine"]
     text = (
@@ -322,6 +327,22 @@ COLUMNS: Final[dict[str, tuple[str, list[Column]]]] = {
             ("incremental", _seconds("incremental", "seconds")),
             ("speed-up", _ratio("incremental", "speedup", suffix="x")),
             ("stages (s)", _stages),
+        ],
+    ),
+    "incremental": (
+        "Incremental runs (`bench/bench_incremental.py`): seconds in one session, and as a"
+        " fresh process",
+        [
+            ("history", _history_records),
+            ("10,000 new", _seconds("seconds", "small_increment")),
+            ("100,000 new", _seconds("seconds", "large_increment")),
+            ("nothing new", _seconds("seconds", "nothing_new")),
+            ("full run", _seconds("seconds", "full_run")),
+            ("full / 100,000 new", _ratio("ratios", "full_run_over_large_increment", suffix="x")),
+            ("10,000 new, history / 4", _seconds("seconds", "small_increment_on_small_history")),
+            ("growth", _ratio("ratios", "small_increment_history_growth", suffix="x")),
+            ("fresh: nothing new", _seconds("seconds", "fresh_nothing_new")),
+            ("fresh: 10,000 new", _seconds("seconds", "fresh_small_increment")),
         ],
     ),
 }

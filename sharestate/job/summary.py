@@ -420,67 +420,13 @@ def incremental_summary(
     state-sized tables themselves. Returns the summary and the new running totals.
 
     `arrivals`: input -> `Arrivals`; `decoded`: input -> (records, quarantine)."""
-    inputs: dict[str, Any] = {}
-    run_totals: dict[str, Any] = {}
-    record_types: dict[str, dict[str, int]] = {}
-    for source, arrived in arrivals.items():
-        records, quarantined = decoded[source]
-        quarantine_count = quarantined.count()
-        if source == "share_state":
-            pairs = _counts_by_pair(records, "record_type", "layout")
-            record_types["by_record_type"] = _totals(pairs, 0)
-            record_types["by_layout"] = _totals(pairs, 1)
-            decoded_count = sum(count for _, _, count in pairs)
-        else:
-            record_types["groups"] = _count_by(records, "record_type")
-            decoded_count = sum(record_types["groups"].values())
-        counts = arrived.counts
-        inputs[source] = {
-            "path": arrived.path,
-            "format": arrived.format,
-            "rows_read": counts.read,
-            "duplicates_dropped": counts.duplicates,
-            "decoded": decoded_count,
-            "quarantined": quarantine_count,
-            "reconciled": counts.read == counts.duplicates + decoded_count + quarantine_count,
-            "already_processed": arrived.processed,
-            "backfilled": arrived.backfill,
-            "export_read_whole": not arrived.tracked,
-        }
-        before = previous.get("inputs", {}).get(source, {})
-        run_totals[source] = {
-            key: int(before.get(key, 0)) + int(inputs[source][key])
-            for key in ("rows_read", "duplicates_dropped", "decoded", "quarantined")
-        }
-    if "consumer_offsets" not in arrivals:
-        inputs["consumer_offsets"] = {
-            "skipped": "no --consumer-offsets given: group-metadata checks are skipped"
-        }
+    inputs, run_totals, record_types = _incremental_inputs(arrivals, decoded, previous)
     kinds = _kinds(quarantine_kinds)
     by_kind: dict[str, int] = {}
     for kind in kinds:
         by_kind[str(kind[1])] = by_kind.get(str(kind[1]), 0) + int(kind[2])
-    keys = state.agg(
-        F.count(F.lit(1)).alias("keys"),
-        F.countDistinct("group_id").alias("groups"),
-        F.count(F.when(F.col("deleted"), 1)).alias("deleted"),
-    ).first()
-    previous_records = previous.get("share_state_records", {})
-    summary: dict[str, Any] = {
-        "inputs": inputs,
-        "share_state_records": {
-            "by_record_type": _added(
-                previous_records.get("by_record_type", {}), record_types["by_record_type"]
-            ),
-            "by_layout": _added(previous_records.get("by_layout", {}), record_types["by_layout"]),
-            "share_partitions": int(keys["keys"]) if keys else 0,
-            "groups": int(keys["groups"]) if keys else 0,
-        },
-        "share_partition_state": {
-            "share_partitions": int(keys["keys"]) if keys else 0,
-            "deleted": int(keys["deleted"]) if keys else 0,
-        },
-    }
+    summary = _replay_counts(state, record_types, previous)
+    summary = {"inputs": inputs, **summary}
     if "groups" in record_types and share_groups is not None:
         before = previous.get("share_group_records", {}).get("by_record_type", {})
         summary["share_group_records"] = {
@@ -519,3 +465,75 @@ def incremental_summary(
             "by_record_type": summary["share_group_records"]["by_record_type"]
         }
     return summary, totals
+
+
+def _incremental_inputs(
+    arrivals: dict[str, Any],
+    decoded: dict[str, tuple[DataFrame, DataFrame]],
+    previous: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, int]]]:
+    """Per input: this run's counts, the running totals with them, and the new records'
+    counts by record type (and layout)."""
+    inputs: dict[str, Any] = {}
+    run_totals: dict[str, Any] = {}
+    record_types: dict[str, dict[str, int]] = {}
+    for source, arrived in arrivals.items():
+        records, quarantined = decoded[source]
+        quarantine_count = quarantined.count()
+        if source == "share_state":
+            pairs = _counts_by_pair(records, "record_type", "layout")
+            record_types["by_record_type"] = _totals(pairs, 0)
+            record_types["by_layout"] = _totals(pairs, 1)
+            decoded_count = sum(count for _, _, count in pairs)
+        else:
+            record_types["groups"] = _count_by(records, "record_type")
+            decoded_count = sum(record_types["groups"].values())
+        counts = arrived.counts
+        inputs[source] = {
+            "path": arrived.path,
+            "format": arrived.format,
+            "rows_read": counts.read,
+            "duplicates_dropped": counts.duplicates,
+            "decoded": decoded_count,
+            "quarantined": quarantine_count,
+            "reconciled": counts.read == counts.duplicates + decoded_count + quarantine_count,
+            "already_processed": arrived.processed,
+            "backfilled": arrived.backfill,
+            "export_read_whole": not arrived.tracked,
+        }
+        before = previous.get("inputs", {}).get(source, {})
+        run_totals[source] = {
+            key: int(before.get(key, 0)) + int(inputs[source][key])
+            for key in ("rows_read", "duplicates_dropped", "decoded", "quarantined")
+        }
+    if "consumer_offsets" not in arrivals:
+        inputs["consumer_offsets"] = {
+            "skipped": "no --consumer-offsets given: group-metadata checks are skipped"
+        }
+    return inputs, run_totals, record_types
+
+
+def _replay_counts(
+    state: DataFrame, record_types: dict[str, dict[str, int]], previous: dict[str, Any]
+) -> dict[str, Any]:
+    """share_state_records' counts (the running totals plus this run's) and the state's."""
+    keys = state.agg(
+        F.count(F.lit(1)).alias("keys"),
+        F.countDistinct("group_id").alias("groups"),
+        F.count(F.when(F.col("deleted"), 1)).alias("deleted"),
+    ).first()
+    previous_records = previous.get("share_state_records", {})
+    return {
+        "share_state_records": {
+            "by_record_type": _added(
+                previous_records.get("by_record_type", {}), record_types["by_record_type"]
+            ),
+            "by_layout": _added(previous_records.get("by_layout", {}), record_types["by_layout"]),
+            "share_partitions": int(keys["keys"]) if keys else 0,
+            "groups": int(keys["groups"]) if keys else 0,
+        },
+        "share_partition_state": {
+            "share_partitions": int(keys["keys"]) if keys else 0,
+            "deleted": int(keys["deleted"]) if keys else 0,
+        },
+    }

@@ -191,6 +191,7 @@ def test_nothing_new_writes_nothing(
     _run(spark, tmp_path / "export", output, "incremental")
     before = _history_versions(output)
     caplog.set_level(logging.INFO, logger="sharestate")
+    caplog.clear()  # only this run's lines (an earlier test may have set the level)
     again = _run(spark, tmp_path / "export", output, "incremental")
     assert again["nothing_new"] is True
     assert _history_versions(output) == before  # not one commit on any table

@@ -45,6 +45,7 @@ def test_an_incremental_runs_summary_is_typed_and_nothing_new_writes_nothing(
     output = tmp_path / "out"
     main(spark, early.config(output))
     caplog.set_level(logging.INFO, logger="sharestate")
+    caplog.clear()  # only this run's lines (an earlier test may have set the level)
     summary = main(spark, whole.config(output, mode="incremental"))
     assert summary["mode"] == "incremental"
     assert caplog.messages.count(f"engine: {summary['engine']['detail']}") == 1
