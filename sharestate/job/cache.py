@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import TracebackType
+from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
@@ -16,7 +17,7 @@ class CacheScope:
     done with `compute`'s results. As a context manager it releases on leaving."""
 
     def __init__(self) -> None:
-        self._held: list[DataFrame | jvm.Tee] = []
+        self._held: list[DataFrame | jvm.Tee | _CheckpointBlocks] = []
 
     def keep(self, df: DataFrame, level: StorageLevel) -> DataFrame:
         """Persist `df` at `level` until the release, and return it."""
@@ -29,7 +30,7 @@ class CacheScope:
         (`localCheckpoint`): for a small result that later plans read many times. Kept until
         the release."""
         checkpointed = df.localCheckpoint(eager=True)
-        self._held.append(checkpointed)
+        self._held.append(_CheckpointBlocks(checkpointed))
         return checkpointed
 
     def hold(self, tee: jvm.Tee | None) -> None:
@@ -53,3 +54,15 @@ class CacheScope:
         traceback: TracebackType | None,
     ) -> None:
         self.release()
+
+
+class _CheckpointBlocks:
+    """The blocks of a `localCheckpoint`: `DataFrame.unpersist` does not free them (they
+    belong to the RDD under the checkpointed plan), so a run that did not free them would
+    leave them in the driver's memory until the session ends."""
+
+    def __init__(self, checkpointed: DataFrame) -> None:
+        self._rdd: Any = checkpointed._jdf.logicalPlan().rdd()
+
+    def unpersist(self) -> None:
+        self._rdd.unpersist(False)

@@ -225,11 +225,14 @@ def write_ranges(increment: Increment, stored_ranges: DataFrame) -> None:
     limit = increment.delivery_count_limit
     ongoing_records = increment.records.join(increment.ongoing, list(KEY), "left_semi")
     ongoing_state = increment.new_state.join(increment.ongoing, list(KEY), "left_semi")
-    refresh = ranges_to_refresh(
-        stored_ranges.join(increment.ongoing, list(KEY), "left_semi"),
-        increment.stored_state,
-        ongoing_state,
-        ongoing_records,
+    # Kept: both the new rows and the rows to remove are computed from it.
+    refresh = increment.keep(
+        ranges_to_refresh(
+            stored_ranges.join(increment.ongoing, list(KEY), "left_semi"),
+            increment.stored_state,
+            ongoing_state,
+            ongoing_records,
+        )
     )
     rows = archived_ranges(ongoing_records, ongoing_state, limit, stored=refresh)
     removed = refresh
@@ -237,7 +240,8 @@ def write_ranges(increment: Increment, stored_ranges: DataFrame) -> None:
         again_state = increment.new_state.join(increment.again, list(KEY), "left_semi")
         rows = rows.unionByName(archived_ranges(increment.again_records, again_state, limit))
         removed = removed.unionByName(stored_ranges.join(increment.again, list(KEY), "left_semi"))
-    rows, removed = increment.keep(rows), increment.keep(removed)
+        removed = increment.keep(removed)
+    rows = increment.keep(rows)
     poison = F.col("reason") == REASON_DELIVERY_LIMIT
     identity = list(RANGE_IDENTITY)
     poison_identity = [c for c in identity if c != "reason"]

@@ -113,7 +113,7 @@ def test_benchmark_results_are_complete_and_all_on_the_performance_page() -> Non
     for path in files:
         result = json.loads(path.read_text(encoding="utf-8"))
         assert set(hooks.REQUIRED_RESULT_KEYS) <= set(result), path.name
-        assert result["benchmark"] in {"decode", "replay", "job"}, path.name
+        assert result["benchmark"] in hooks.COLUMNS, path.name
         day = date.fromisoformat(str(result["date"])[:10])
         assert path.name.startswith(day.isoformat()), path.name
         assert {"cores", "python", "java", "spark"} <= set(result["machine"]), path.name

@@ -137,10 +137,20 @@ def _run(spark: SparkSession, export: Path, output: Path, mode: str) -> dict[str
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("seed", [11, 23, 37])
+@pytest.mark.parametrize(
+    ("seed", "writer"), [(11, "delta-rs"), (23, "delta-rs"), (37, "spark")], ids=str
+)
 def test_runs_over_a_growing_export_end_as_one_full_run(
-    spark: SparkSession, tmp_path: Path, seed: int
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    seed: int,
+    writer: str,
 ) -> None:
+    if writer == "spark":
+        # The output as a cluster's would be: read and changed through Spark's Delta
+        # reader and writer, not delta-rs on the driver.
+        monkeypatch.setattr("sharestate.io.store.is_local", lambda path: False)
     state, offsets = generate(
         SampleSpec(records=1_500, share_partitions=48, records_per_snapshot=4, seed=seed)
     )
