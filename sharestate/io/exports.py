@@ -29,6 +29,7 @@ from sharestate.io.files import (
     detect_format,
     folder_hint,
     is_missing_source,
+    session_settings,
     unreadable_input_error,
 )
 
@@ -172,30 +173,24 @@ def _read_kafka(spark: SparkSession, uri: str, topic: str, timeout_seconds: floa
     # Spark reads the setting when the offsets are fetched, i.e. at each action; the read is
     # therefore materialised here, under the setting, which also pins one snapshot of the topic
     # ("latest" would otherwise be re-resolved by every action of the run).
-    previous = spark.conf.get(KAFKA_OFFSET_FETCHING_CONF, None)
-    spark.conf.set(KAFKA_OFFSET_FETCHING_CONF, "true")
-    try:
-        return (
-            spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .option("endingOffsets", "latest")
-            # Exports must not see aborted transactional offset commits.
-            .option("kafka.isolation.level", "read_committed")
-            .option("includeHeaders", "true")
-            .load()
-            .localCheckpoint(eager=True)
-        )
-    except AnalysisException as err:
-        raise InputError(
-            f"{uri}: cannot read topic {topic} through Spark's Kafka source: {err}"
-        ) from None
-    finally:
-        if previous is None:
-            spark.conf.unset(KAFKA_OFFSET_FETCHING_CONF)
-        else:
-            spark.conf.set(KAFKA_OFFSET_FETCHING_CONF, previous)
+    with session_settings(spark, {KAFKA_OFFSET_FETCHING_CONF: "true"}):
+        try:
+            return (
+                spark.read.format("kafka")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", topic)
+                .option("startingOffsets", "earliest")
+                .option("endingOffsets", "latest")
+                # Exports must not see aborted transactional offset commits.
+                .option("kafka.isolation.level", "read_committed")
+                .option("includeHeaders", "true")
+                .load()
+                .localCheckpoint(eager=True)
+            )
+        except AnalysisException as err:
+            raise InputError(
+                f"{uri}: cannot read topic {topic} through Spark's Kafka source: {err}"
+            ) from None
 
 
 def read_export(

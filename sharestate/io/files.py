@@ -238,3 +238,20 @@ def unreadable_files_named(inputs: Mapping[str, str | None]) -> Iterator[None]:
         if unreadable is None:
             raise
         raise unreadable from None
+
+
+@contextmanager
+def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Spark SQL `settings` for the block; the session's own values are back afterwards (a
+    notebook's session is the caller's)."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, earlier in before.items():
+            if earlier is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, earlier)

@@ -14,7 +14,12 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 from sharestate.errors import InputError, SparkSetupError
-from sharestate.io.files import DELTA_MISSING, hadoop_file_system, is_missing_source
+from sharestate.io.files import (
+    DELTA_MISSING,
+    hadoop_file_system,
+    is_missing_source,
+    session_settings,
+)
 
 #: Spark writes Parquet timestamps as legacy INT96 by default, which pandas and DuckDB read
 #: without a time zone; INT64 microseconds adjusted to UTC read as timestamp[us, UTC], as the
@@ -28,15 +33,8 @@ def parquet_timestamps_as_int64_micros(spark: SparkSession) -> Iterator[None]:
     INT64 microseconds adjusted to UTC; the session's own setting is back afterwards (a
     notebook's session is the caller's)."""
     key, value = PARQUET_TIMESTAMPS
-    previous = spark.conf.get(key, None)
-    spark.conf.set(key, value)
-    try:
+    with session_settings(spark, {key: value}):
         yield
-    finally:
-        if previous is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, previous)
 
 
 @dataclass(frozen=True)

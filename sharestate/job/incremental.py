@@ -33,7 +33,7 @@ from sharestate.audits.findings.registry import Source
 from sharestate.decode import spark as spark_decode
 from sharestate.io.changes import ExportFiles, list_export
 from sharestate.io.checkpoint import CHECKPOINT_TABLE, Checkpoint
-from sharestate.io.files import detect_format, local_path
+from sharestate.io.files import detect_format, local_path, session_settings
 from sharestate.io.store import TableStore, is_local
 from sharestate.job.arrivals import Arrivals, read_arrivals
 from sharestate.job.cache import CacheScope
@@ -257,17 +257,8 @@ def _small_data_settings(spark: SparkSession) -> Iterator[None]:
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.shuffle.partitions": str(max(2, spark.sparkContext.defaultParallelism)),
     }
-    before = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
+    with session_settings(spark, settings):
         yield
-    finally:
-        for key, earlier in before.items():
-            if earlier is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, earlier)
 
 
 def _apply(
