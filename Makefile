@@ -61,7 +61,7 @@ docs: $(VENV)/.installed ## the documentation site (mkdocs, docs/) into site/; a
 test: setup setup-kafka lint docs test-jvm ## lint, build the docs, the Java tests, then every test (golden files are committed; Maven fetches the Kafka broker once)
 	$(PY) -m pytest -q
 
-# Half an hour on 2 cores (a standalone cluster, two whole runs on it): not part of `make test`,
+# About 8 minutes on 2 cores (a standalone cluster, two whole runs on it): not part of `make test`,
 # whose pytest run skips it.
 test-cluster: setup ## the README's spark-submit command, as written, on a standalone master + 2 workers on 127.0.0.1; every table compared with a local run
 	SHARESTATE_CLUSTER=1 $(PY) -m pytest -q -rA --durations=0 tests/cluster/test_cluster.py

@@ -81,6 +81,9 @@ class TableStore:
         self.output = output.rstrip("/")
         #: delta-rs commits where the output is local.
         self.local = is_local(self.output)
+        #: The version each table was first read at: a DataFrame Spark reads lazily would
+        #: otherwise see this run's own later commits when it is computed.
+        self._read_versions: dict[str, int] = {}
 
     def path(self, name: str) -> str:
         return f"{self.output}/{name}"
@@ -108,7 +111,12 @@ class TableStore:
         if self.local and small:
             table = _delta_rs_table(self._local_path(name)).to_pyarrow_table()
             return self.spark.createDataFrame(table)
-        df = read_table(self.spark, self.path(name), "delta")
+        if name not in self._read_versions:
+            version = self.version(name)
+            if version is None:
+                raise FileNotFoundError(self.path(name))
+            self._read_versions[name] = version
+        df = read_table(self.spark, self.path(name), "delta", self._read_versions[name])
         if df is None:
             raise FileNotFoundError(self.path(name))
         return df

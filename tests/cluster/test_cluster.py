@@ -7,7 +7,7 @@ The package reaches driver and executors only through `dist/sharestate.zip`: the
 checkout is not importable there, while pyspark, pyarrow, numpy and pandas are (through
 PYTHONPATH). Every table must equal a local run's, row for row.
 
-Slow (a cluster start and two whole runs on it, half an hour on 2 cores): `make
+Slow (a cluster start and two whole runs on it, about 8 minutes on 2 cores): `make
 test-cluster` runs it (`SHARESTATE_CLUSTER=1`); `make test` skips it, saying so.
 """
 
