@@ -243,6 +243,8 @@ def main() -> None:
         "output_format": "delta",
         "spark": session_settings,
     }
+    # Paths relative to the checkout: the results are committed.
+    result = json.loads(json.dumps(result).replace(f"{ROOT}/", ""))
     write_result("incremental", settings, result, machine_info)
     print(json.dumps({k: result[k] for k in ("seconds", "ratios", "goals")}, indent=2))
 
