@@ -61,7 +61,7 @@ from sharestate.audits.ranges import (
     poison_messages,
     stored_ranges,
 )
-from sharestate.audits.segments import SEGMENT_KEY, share_partition_segments
+from sharestate.audits.segments import SEGMENT_KEY, merge_segments, share_partition_segments
 from sharestate.audits.start_offsets import start_offset_moves
 from sharestate.decode.columns import KEY
 from sharestate.replay.fold import SINCE
@@ -91,6 +91,7 @@ __all__ = [
     "kafka_key_hash",
     "latest_group_records",
     "merge_ranges",
+    "merge_segments",
     "poison_messages",
     "position_extents",
     "pruning_cutoff",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -264,16 +265,14 @@ def settle_bounds(state: DataFrame) -> DataFrame:
     return state.select(*KEY, F.when(live, F.least("start_offset", first_batch)).alias("_bound"))
 
 
-def ranges_to_refresh(
-    stored: DataFrame, stored_state: DataFrame, new_state: DataFrame, new_records: DataFrame
+def refresh_scope(
+    stored_state: DataFrame, new_state: DataFrame, new_records: DataFrame
 ) -> DataFrame:
-    """Of the `stored` ranges (poison_messages with `reason`, and archived_messages), those
-    of the share-partitions in `new_state` (their state after this run's `new_records`) that
-    the new records can change: every range not settled under the stored state
-    (`settle_bounds`), and every range of a share-partition the records reopen (a new
-    interval below its stored bound, a bound that went back, a deletion or re-creation).
-    `archived_ranges(new_records, new_state, limit, stored=<these>)` then gives their new
-    rows; the other stored ranges stay as they are."""
+    """Per share-partition of `new_state` (its state after this run's `new_records`): the
+    settle bound of its stored state (`_old`, `settle_bounds`) and whether the records
+    reopen it (`_reopened`: a new interval below its stored bound, a bound that went back,
+    a deletion or re-creation). Its stored ranges that `refreshed_ranges` keeps are those
+    the new records can change."""
     old = settle_bounds(stored_state).withColumnRenamed("_bound", "_old")
     new = settle_bounds(new_state).withColumnRenamed("_bound", "_new")
     lowest = (
@@ -286,14 +285,28 @@ def ranges_to_refresh(
         | (F.col("_new") < F.col("_old"))
         | F.coalesce(F.col("_lowest") < F.col("_old"), F.lit(False))
     )
-    scope = keys.select(*KEY, "_old", reopened.alias("_reopened"))
-    # last + 1 >= old, written so that Long.MAX_VALUE does not overflow.
-    unsettled = F.col("last_offset") >= F.col("_old") - 1
-    return (
-        stored.join(scope, list(KEY), "inner")
-        .filter(F.col("_reopened") | unsettled)
-        .drop("_old", "_reopened")
-    )
+    return keys.select(*KEY, "_old", reopened.alias("_reopened"))
+
+
+def refreshed() -> Column:
+    """Of a stored range joined with its share-partition's `refresh_scope` row: whether the
+    new records can change it (its share-partition is reopened, or the range is not settled:
+    last + 1 >= old, written so that Long.MAX_VALUE does not overflow)."""
+    return F.col("_reopened") | (F.col("last_offset") >= F.col("_old") - 1)
+
+
+def refreshed_arrow() -> pc.Expression:
+    """`refreshed` as an Arrow expression, for stored ranges filtered on the driver before
+    they reach Spark (Kleene logic, as Spark's: a null bound counts only when reopened)."""
+    return pc.field("_reopened") | (pc.field("last_offset") >= pc.subtract(pc.field("_old"), 1))
+
+
+def refreshed_ranges(stored: DataFrame, scope: DataFrame) -> DataFrame:
+    """Of the `stored` ranges (poison_messages with `reason`, and archived_messages), those
+    of the share-partitions in `scope` (`refresh_scope`) that the new records can change.
+    `archived_ranges(new_records, new_state, limit, stored=<these>)` then gives their new
+    rows; the other stored ranges stay as they are."""
+    return stored.join(scope, list(KEY), "inner").filter(refreshed()).drop("_old", "_reopened")
 
 
 def poison_messages(ranges: DataFrame) -> DataFrame:

@@ -95,4 +95,10 @@ def share_partition_segments(history: DataFrame, stored: DataFrame | None = None
     )
     if stored is None:
         return new
+    return merge_segments(stored, new)
+
+
+def merge_segments(stored: DataFrame, new: DataFrame) -> DataFrame:
+    """Rows of `share_partition_segments` from two runs combined: a segment in both gets one
+    row, each column the sum, min or max of the two."""
     return stored.unionByName(new).groupBy(*SEGMENT_KEY).agg(*_segment_merges())

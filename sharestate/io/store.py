@@ -25,7 +25,8 @@ from typing import Any, Final
 from urllib.parse import urlparse
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sharestate.io.files import local_path
@@ -121,24 +122,41 @@ class TableStore:
             raise FileNotFoundError(self.path(name))
         return df
 
-    def read_rows_of(self, name: str, keys: DataFrame) -> DataFrame:
-        """The rows of table `name` whose columns named in `keys` equal a row of `keys`.
-        Where the output is local, the table is read and filtered on the driver (Arrow),
-        and only the matching rows go to Spark: the stored ranges of the touched keys are
-        a fraction of a table that grows with the history."""
-        on = list(keys.columns)
+    def read_rows_matching(
+        self,
+        name: str,
+        scope: DataFrame,
+        on: Sequence[str],
+        where: Column,
+        where_arrow: pc.Expression,
+    ) -> DataFrame:
+        """The rows of table `name` that, joined on the `on` columns with a row of `scope`
+        (and so given its other columns), meet `where`; with the table's columns only.
+        `where_arrow` is `where` as an Arrow expression (of the table's flat columns and
+        `scope`'s): where the output is local, the table is read and filtered on the driver,
+        and only the matching rows go to Spark (those a run needs of a table that grows
+        with the history are few)."""
         if not self.local:
-            return self.read(name, small=False).join(keys, on, "left_semi")
+            table_df = self.read(name, small=False)
+            joined = table_df.join(scope, list(on), "inner").filter(where)
+            return joined.select(*table_df.columns)
         table = self.read_arrow(name)
-        wanted = keys.toArrow()
+        wanted = scope.toArrow()
         if wanted.num_rows == 0:
             return self.spark.createDataFrame(table.slice(0, 0))
-        wanted = wanted.cast(pa.schema([table.schema.field(c) for c in on]))
-        # Joined on the key columns and a row number only: Arrow's join does not carry
+        types = {c: table.schema.field(c).type for c in on}
+        wanted = wanted.cast(
+            pa.schema([pa.field(f.name, types.get(f.name, f.type)) for f in wanted.schema])
+        )
+        # Joined with the flat columns and a row number only: Arrow's join does not carry
         # every nested type along.
-        numbered = table.select(on).append_column("_row", pa.array(range(table.num_rows)))
-        rows = numbered.join(wanted, on, join_type="left semi").column("_row")
-        return self.spark.createDataFrame(table.take(rows))
+        flat = [f.name for f in table.schema if not pa.types.is_nested(f.type)]
+        numbered = table.select(flat).append_column(
+            "_row", pa.array(range(table.num_rows), pa.int64())
+        )
+        rows = numbered.join(wanted, list(on), join_type="inner").filter(where_arrow)
+        found = rows.column("_row")
+        return self.spark.createDataFrame(table.take(pc.take(found, pc.sort_indices(found))))
 
     def read_arrow(self, name: str) -> pa.Table:
         """A small table as Arrow, on the driver."""

@@ -32,10 +32,11 @@ from sharestate.audits import (
     archived_messages,
     archived_ranges,
     delivery_counts,
+    merge_segments,
     poison_messages,
     share_partition_segments,
 )
-from sharestate.audits.ranges import ranges_to_refresh
+from sharestate.audits.ranges import refresh_scope, refreshed, refreshed_arrow
 from sharestate.decode.columns import KEY
 from sharestate.io.store import Change, TableStore
 from sharestate.job.cache import CacheScope
@@ -199,10 +200,11 @@ def write_segments(increment: Increment) -> None:
     their segments anew. Only the rows of the segments that change are read and written."""
     stored = increment.stored_segments
     ongoing_history = increment.history.join(increment.ongoing, list(KEY), "left_semi")
-    new_rows = share_partition_segments(ongoing_history)
+    # Kept: both the segments it continues and their new rows come from it.
+    new_rows = increment.keep(share_partition_segments(ongoing_history))
     identities = new_rows.select(*SEGMENT_KEY)
     continued = stored.join(identities, list(SEGMENT_KEY), "left_semi")
-    rows = share_partition_segments(ongoing_history, continued)
+    rows = merge_segments(continued, new_rows)
     delete = identities
     if increment.again_count:
         again_history = increment.history.join(increment.again, list(KEY), "left_semi")
@@ -216,31 +218,30 @@ def write_segments(increment: Increment) -> None:
     increment.segments = increment.keep(kept.unionByName(rows))
 
 
-def write_ranges(increment: Increment, stored_ranges: DataFrame) -> None:
+def write_ranges(increment: Increment) -> None:
     """poison_messages and archived_messages: the touched keys' stored ranges that the
-    increment can change (`ranges_to_refresh`: those not settled, or of a reopened key) are
+    increment can change (`refreshed_ranges`: those not settled, or of a reopened key) are
     merged with the new archived intervals and given their final-state columns again; the
-    keys replayed again get their ranges anew from all their records. `stored_ranges`: the
-    stored ranges of the touched keys, poison_messages with `reason`."""
+    keys replayed again get their ranges anew from all their records. Only those stored
+    ranges are read."""
     limit = increment.delivery_count_limit
     ongoing_records = increment.records.join(increment.ongoing, list(KEY), "left_semi")
     ongoing_state = increment.new_state.join(increment.ongoing, list(KEY), "left_semi")
-    # Kept: both the new rows and the rows to remove are computed from it.
-    refresh = increment.keep(
-        ranges_to_refresh(
-            stored_ranges.join(increment.ongoing, list(KEY), "left_semi"),
-            increment.stored_state,
-            ongoing_state,
-            ongoing_records,
+    scope = refresh_scope(increment.stored_state, ongoing_state, ongoing_records)
+    if increment.again_count:
+        # Every stored range of a key replayed again is replaced: the key counts as reopened.
+        scope = scope.unionByName(
+            increment.again.select(
+                *KEY, F.lit(None).cast("long").alias("_old"), F.lit(True).alias("_reopened")
+            )
         )
-    )
+    # Kept: both the new rows and the rows to remove are computed from it.
+    removed = increment.keep(_stored_ranges(increment.store, increment.keep(scope)))
+    refresh = removed.join(increment.ongoing, list(KEY), "left_semi")
     rows = archived_ranges(ongoing_records, ongoing_state, limit, stored=refresh)
-    removed = refresh
     if increment.again_count:
         again_state = increment.new_state.join(increment.again, list(KEY), "left_semi")
         rows = rows.unionByName(archived_ranges(increment.again_records, again_state, limit))
-        removed = removed.unionByName(stored_ranges.join(increment.again, list(KEY), "left_semi"))
-        removed = increment.keep(removed)
     rows = increment.keep(rows)
     poison = F.col("reason") == REASON_DELIVERY_LIMIT
     identity = list(RANGE_IDENTITY)
@@ -262,6 +263,18 @@ def write_ranges(increment: Increment, stored_ranges: DataFrame) -> None:
         )
     )
     increment.range_totals = _range_deltas(rows, removed)
+
+
+def _stored_ranges(store: TableStore, scope: DataFrame) -> DataFrame:
+    """The stored ranges (poison_messages with `reason`, and archived_messages) of the keys
+    of `scope` (`refresh_scope`) that the increment can change."""
+    on = list(KEY)
+
+    def read(name: str) -> DataFrame:
+        return store.read_rows_matching(name, scope, on, refreshed(), refreshed_arrow())
+
+    poison = read("poison_messages").withColumn("reason", F.lit(REASON_DELIVERY_LIMIT))
+    return poison.unionByName(read("archived_messages"))
 
 
 def _range_deltas(added: DataFrame, removed: DataFrame) -> dict[str, tuple[int, int]]:

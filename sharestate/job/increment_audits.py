@@ -7,7 +7,7 @@ exported extents, the quarantine's counts, the latest group record's time).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +24,11 @@ from sharestate.audits import (
     share_partition_lag,
     topic_names,
 )
-from sharestate.audits.findings import FindingInputs, findings_table
+from sharestate.audits.findings import (
+    FindingInputs,
+    findings_table,
+    per_share_partition_findings,
+)
 from sharestate.audits.findings.records import replay_error, share_state_gap, share_state_gap_rows
 from sharestate.audits.findings.registry import Source
 from sharestate.decode.columns import KEY
@@ -238,9 +242,11 @@ def _write_findings(
     lag: DataFrame | None,
 ) -> DataFrame:
     """findings: the per-record rules' stored rows (less those of the keys replayed again)
-    with the new history's and the gaps after this run; the quarantine's counts and the
-    consumer-offsets extents carried on from the checkpoint; every other rule run again on
-    the whole state, segments, groups and lag. Written whole (it is small)."""
+    with the new history's and the gaps after this run; the per-share-partition rules'
+    stored rows of the untouched keys with the touched keys' found again; the quarantine's
+    counts and the consumer-offsets extents carried on from the checkpoint; every other
+    rule run again on the whole state, segments, groups and lag. Written whole (it is
+    small)."""
     spark = increment.store.spark
     stored_errors = (
         stored_findings.filter(replay_error.matches())
@@ -266,7 +272,15 @@ def _write_findings(
         lag=lag,
         backfilled=backfilled,
     )
-    findings = increment.keep(findings_table(inputs, per_record))
+    touched = increment.keep(increment.touched())
+    touched_inputs = replace(
+        inputs,
+        segments=increment.keep(increment.segments.join(touched, list(KEY), "left_semi")),
+        delivery_counts=delivery_counts(increment.new_state, increment.delivery_count_limit),
+        state=increment.new_state,
+    )
+    per_share_partition = per_share_partition_findings(touched_inputs, stored_findings, touched)
+    findings = increment.keep(findings_table(inputs, per_record, per_share_partition))
     increment.record(increment.store.overwrite("findings", findings))
     return findings
 

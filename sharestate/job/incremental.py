@@ -28,7 +28,6 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sharestate.audits import REASON_DELIVERY_LIMIT
 from sharestate.audits.findings.registry import Source
 from sharestate.decode import spark as spark_decode
 from sharestate.io.changes import ExportFiles, list_export
@@ -252,10 +251,14 @@ def _small_data_settings(spark: SparkSession) -> Iterator[None]:
     """Spark settings for an increment's computations, put back after: its inputs are a
     few thousand rows and state-sized tables, so a plan runs as one job with a task per
     core (adaptive execution would run each of its stages as a job of its own, and a
-    shuffle would keep the job's many partitions)."""
+    shuffle would keep the job's many partitions), and its expressions are interpreted:
+    an increment runs a hundred small plans once each, and compiling each plan's
+    generated code cost more than it saved (bench/results, `where-time-goes`)."""
     settings = {
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.shuffle.partitions": str(max(2, spark.sparkContext.defaultParallelism)),
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     }
     with session_settings(spark, settings):
         yield
@@ -298,13 +301,7 @@ def _apply(
     _append(increment, "quarantine", quarantine)
     write_state(increment)
     write_segments(increment)
-    touched = increment.keep(increment.touched())
-    stored_ranges = store.read_rows_of("poison_messages", touched).withColumn(
-        "reason", F.lit(REASON_DELIVERY_LIMIT)
-    )
-    write_ranges(
-        increment, stored_ranges.unionByName(store.read_rows_of("archived_messages", touched))
-    )
+    write_ranges(increment)
     audits = write_audits(
         increment,
         config,

@@ -11,6 +11,7 @@ import random
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
+from sharestate.audits.findings import PER_SHARE_PARTITION_RULES, FindingRule
 from sharestate.io.lock import OutputLockedError, output_lock
 from sharestate.job import cli
 from sharestate.job.config import JobConfig
@@ -158,10 +161,12 @@ def test_runs_over_a_growing_export_end_as_one_full_run(
     plan = _plan(state, offsets, runs=6, seed=seed)
     export, output = tmp_path / "export", tmp_path / "incremental"
     backfilled = 0
+    carried_codes: set[str] = set()
     for run, files in enumerate(plan):
         for name, table in files.items():
             _write(export / name[0], f"run-{run}-{name}.parquet", table)
         summary = _run(spark, export, output, "incremental")
+        carried_codes |= _codes(spark, output, PER_SHARE_PARTITION_RULES)
         if run == 0:
             assert summary["mode"] == "full"  # nothing to go on from yet
             continue
@@ -177,8 +182,61 @@ def test_runs_over_a_growing_export_end_as_one_full_run(
                 ("info", "share_state", files["s-late"].num_rows)
             ]
     assert backfilled == plan[-3]["s-late"].num_rows > 0
+    # The runs' findings had rows of rules whose untouched share-partitions' rows are
+    # carried from run to run: the carrying is part of what the equality below checks.
+    assert carried_codes, "no per-share-partition finding in any run"
     _run(spark, export, tmp_path / "full", "full")
     _assert_same_tables(spark, output, tmp_path / "full")
+
+
+@pytest.mark.spark
+def test_findings_of_untouched_share_partitions_are_carried(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # The second run's records are the last few of one state-topic partition: the other
+    # share-partitions' rows of the per-share-partition rules come from the first run.
+    # Another partition's export starts after its first records (as after Kafka pruned
+    # the log), so that some share-partitions' first records are updates.
+    state, offsets = generate(
+        SampleSpec(records=1_500, share_partitions=48, records_per_snapshot=4, seed=11)
+    )
+    busiest, pruned = [p for p, _ in Counter(state.column("partition").to_pylist()).most_common(2)]
+    head = sorted(o for p, o in _positions(state) if p == pruned)[:6]
+    state = state.filter(pa.array([not (p == pruned and o in head) for p, o in _positions(state)]))
+    tail = sorted(o for p, o in _positions(state) if p == busiest)[-3:]
+    is_tail = pa.array([p == busiest and o in tail for p, o in _positions(state)])
+    export, output = tmp_path / "export", tmp_path / "incremental"
+    _write(export / "o", "all.parquet", offsets)
+    _write(export / "s", "first.parquet", state.filter(pc.invert(is_tail)))
+    _run(spark, export, output, "incremental")
+    _write(export / "s", "second.parquet", state.filter(is_tail))
+    assert _run(spark, export, output, "incremental")["mode"] == "incremental"
+    _run(spark, export, tmp_path / "full", "full")
+    _assert_same_tables(spark, output, tmp_path / "full")
+    touched = {
+        (row.group_id, row.topic_id, row.partition)
+        for row in spark.read.format("delta")
+        .load(str(output / "share_partition_history"))
+        .filter(f"source_partition = {busiest} AND source_offset IN ({', '.join(map(str, tail))})")
+        .collect()
+    }
+    codes = [rule.code.value for rule in PER_SHARE_PARTITION_RULES]
+    carried = [
+        row
+        for row in spark.read.format("delta")
+        .load(str(output / "findings"))
+        .filter(F.col("code").isin(codes))
+        .collect()
+        if (row.group_id, row.topic_id, row.partition) not in touched
+    ]
+    assert carried, "no per-share-partition finding of an untouched share-partition"
+
+
+def _codes(spark: SparkSession, output: Path, rules: Sequence[FindingRule[Any]]) -> set[str]:
+    """The codes of `rules` among the output's findings."""
+    findings = spark.read.format("delta").load(str(output / "findings"))
+    codes = {rule.code.value for rule in rules}
+    return {row.code for row in findings.select("code").distinct().collect()} & codes
 
 
 def _history_versions(output: Path) -> dict[str, int]:

@@ -59,6 +59,7 @@ __all__ = [
     "FINDINGS_SCHEMA",
     "PER_RECORD_INPUTS",
     "PER_RECORD_RULES",
+    "PER_SHARE_PARTITION_RULES",
     "RULES",
     "SEVERITIES",
     "FindingCode",
@@ -70,6 +71,7 @@ __all__ = [
     "catalog",
     "findings_table",
     "per_record_findings",
+    "per_share_partition_findings",
     "wrong_state_partition_findings",
 ]
 
@@ -98,6 +100,9 @@ RULES: Final[tuple[FindingRule[Any], ...]] = (
 #: The rules whose rows are one `__share_group_state` record or gap each: an incremental run
 #: keeps the earlier run's rows and adds those of the new records.
 PER_RECORD_RULES: Final = tuple(rule for rule in RULES if rule.per_record)
+#: The rules whose rows are each about one share-partition and follow from its own rows: an
+#: incremental run keeps the earlier run's rows of the untouched ones.
+PER_SHARE_PARTITION_RULES: Final = tuple(rule for rule in RULES if rule.per_share_partition)
 
 
 @dataclass(frozen=True)
@@ -147,10 +152,35 @@ def per_record_findings(inputs: FindingInputs, stored: DataFrame | None = None) 
     return _union(parts)
 
 
-def findings_table(inputs: FindingInputs, per_record: DataFrame | None = None) -> DataFrame:
+def per_share_partition_findings(
+    touched: FindingInputs, stored: DataFrame, touched_keys: DataFrame
+) -> DataFrame:
+    """The rows of the per-share-partition rules after an incremental run: `stored` (an
+    earlier run's `findings`) keeps those of the share-partitions not in `touched_keys`
+    (group_id, topic_id, partition), and the rules find those of the touched ones from
+    `touched` (inputs holding the touched share-partitions' rows)."""
+    kept = reduce(lambda a, b: a | b, [rule.matches() for rule in PER_SHARE_PARTITION_RULES])
+    parts = [
+        stored.filter(kept)
+        .join(touched_keys, ["group_id", "topic_id", "partition"], "left_anti")
+        .select(*FINDINGS_SCHEMA.fieldNames())
+    ]
+    for rule in PER_SHARE_PARTITION_RULES:
+        rows = rule.run(touched)
+        assert rows is not None  # their inputs are never missing
+        parts.append(rows)
+    return _union(parts)
+
+
+def findings_table(
+    inputs: FindingInputs,
+    per_record: DataFrame | None = None,
+    per_share_partition: DataFrame | None = None,
+) -> DataFrame:
     """Every finding, one row each (`FINDINGS_SCHEMA`): the rows of every rule in `RULES`
     whose inputs are there, with `per_record` (`per_record_findings`) in place of the
-    per-record rules' rows when given."""
+    per-record rules' rows and `per_share_partition` (`per_share_partition_findings`) in
+    place of the per-share-partition rules' rows when given."""
     if per_record is None:
         per_record = per_record_findings(inputs)
     parts = []
@@ -158,6 +188,9 @@ def findings_table(inputs: FindingInputs, per_record: DataFrame | None = None) -
         if rule.per_record:
             if rule is PER_RECORD_RULES[0]:
                 parts.append(per_record)
+        elif rule.per_share_partition and per_share_partition is not None:
+            if rule is PER_SHARE_PARTITION_RULES[0]:
+                parts.append(per_share_partition)
         elif (rows := rule.run(inputs)) is not None:
             parts.append(rows)
     # A union of many small parts has a partition per part and shuffle partition: one file

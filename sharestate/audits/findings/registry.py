@@ -117,6 +117,11 @@ class FindingInputs:
 
 #: The inputs that hold only the new rows in an incremental run (see `FindingInputs`).
 PER_RECORD_INPUTS: Final = frozenset({"history", "share_state_positions"})
+#: The inputs a per-share-partition rule may read: tables of rows per share-partition, and
+#: an option an incremental run keeps equal.
+PER_SHARE_PARTITION_INPUTS: Final = frozenset(
+    {"segments", "delivery_counts", "state", "delivery_count_limit"}
+)
 _INPUT_NAMES: Final = frozenset(field.name for field in fields(FindingInputs))
 
 
@@ -181,6 +186,10 @@ class FindingRule(Generic[P]):
     #: Each row is one record or one gap of `__share_group_state`: an incremental run keeps
     #: the earlier run's rows and finds those of the new rows only.
     per_record: bool = False
+    #: Each row is about one share-partition and follows from that share-partition's rows
+    #: of the inputs alone: an incremental run keeps the earlier run's rows of the
+    #: share-partitions it does not touch and finds those of the touched ones.
+    per_share_partition: bool = False
 
     @property
     def name(self) -> str:
@@ -259,13 +268,15 @@ def finding_rule(
     *severities: Severity,
     source: Source | None = None,
     per_record: bool = False,
+    per_share_partition: bool = False,
 ) -> Callable[[Callable[P, Found]], FindingRule[P]]:
     """Registers the decorated function as the rule of `code` with `severities` (one, or the
     several it picks from per row). Checked here, at import: a docstring, inputs that are
-    `FindingInputs` fields, and per-record inputs read by per-record rules only."""
+    `FindingInputs` fields, per-record inputs read by per-record rules only, and
+    per-share-partition rules reading per-share-partition inputs only."""
 
     def register(find: Callable[P, Found]) -> FindingRule[P]:
-        rule = FindingRule(code, tuple(severities), find, source, per_record)
+        rule = FindingRule(code, tuple(severities), find, source, per_record, per_share_partition)
         problems = []
         if not severities:
             problems.append("no severity")
@@ -277,6 +288,11 @@ def finding_rule(
             problems.append("per-record inputs are read by per-record rules, and only by them")
         if per_record and source is None:
             problems.append("a per-record rule names its source (its stored rows are kept)")
+        if per_share_partition and not set(rule.inputs) <= PER_SHARE_PARTITION_INPUTS:
+            problems.append(
+                "a per-share-partition rule reads only per-share-partition tables"
+                f" ({', '.join(sorted(PER_SHARE_PARTITION_INPUTS))})"
+            )
         if problems:
             raise TypeError(f"finding rule {find.__name__} ({code}): {'; '.join(problems)}")
         return rule

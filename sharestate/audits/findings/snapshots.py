@@ -60,7 +60,12 @@ def _at_first_update() -> Where:
     )
 
 
-@finding_rule(FindingCode.UPDATE_BEFORE_SNAPSHOT, Severity.INFO, source=Source.SHARE_STATE)
+@finding_rule(
+    FindingCode.UPDATE_BEFORE_SNAPSHOT,
+    Severity.INFO,
+    source=Source.SHARE_STATE,
+    per_share_partition=True,
+)
 def update_before_snapshot(segments: DataFrame) -> Found:
     """ShareUpdate records before a share-partition's first ShareSnapshot in the export, when
     a snapshot follows: the export starts after Kafka pruned the log, which keeps only each
@@ -79,7 +84,12 @@ def update_before_snapshot(segments: DataFrame) -> Found:
     )
 
 
-@finding_rule(FindingCode.STATE_WITHOUT_SNAPSHOT, Severity.WARNING, source=Source.SHARE_STATE)
+@finding_rule(
+    FindingCode.STATE_WITHOUT_SNAPSHOT,
+    Severity.WARNING,
+    source=Source.SHARE_STATE,
+    per_share_partition=True,
+)
 def state_without_snapshot(segments: DataFrame) -> Found:
     """A share-partition's state built from ShareUpdate records only, with no ShareSnapshot in
     the export: batches written before the export starts are missing, so the state may be
@@ -99,7 +109,12 @@ def state_without_snapshot(segments: DataFrame) -> Found:
     )
 
 
-@finding_rule(FindingCode.UPDATE_AFTER_TOMBSTONE, Severity.WARNING, source=Source.SHARE_STATE)
+@finding_rule(
+    FindingCode.UPDATE_AFTER_TOMBSTONE,
+    Severity.WARNING,
+    source=Source.SHARE_STATE,
+    per_share_partition=True,
+)
 def update_after_tombstone(segments: DataFrame) -> Found:
     """ShareUpdate records after a tombstone of the share-partition with no ShareSnapshot
     between. Kafka 4.1+ refuses writes to a deleted share-partition, so the export is out of

@@ -19,7 +19,7 @@ from sharestate.decode.columns import KEY
 from sharestate.replay.fold import LATEST_TIMESTAMP, SINCE
 
 
-@finding_rule(FindingCode.DELIVERY_COUNT_ABOVE_LIMIT, Severity.WARNING)
+@finding_rule(FindingCode.DELIVERY_COUNT_ABOVE_LIMIT, Severity.WARNING, per_share_partition=True)
 def delivery_count_above_limit(delivery_counts: DataFrame, delivery_count_limit: int) -> Found:
     """A share-partition whose final state holds delivery counts above
     --delivery-count-limit. Kafka archives a record when a release finds its count at the

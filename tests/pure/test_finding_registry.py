@@ -1,0 +1,45 @@
+"""The finding registry's checks at registration, and what it declares per rule."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import DataFrame
+
+from sharestate.audits.findings import PER_SHARE_PARTITION_RULES
+from sharestate.audits.findings.registry import (
+    PER_SHARE_PARTITION_INPUTS,
+    FindingCode,
+    Found,
+    Severity,
+    Source,
+    finding_rule,
+)
+
+
+def test_a_per_share_partition_rule_may_read_only_per_share_partition_inputs() -> None:
+    def reads_the_lag(state: DataFrame, lag: DataFrame) -> Found:
+        """Reads the lag, which an incremental run writes whole."""
+        raise AssertionError("not run")
+
+    register = finding_rule(
+        FindingCode.NEGATIVE_LAG,
+        Severity.WARNING,
+        source=Source.SHARE_STATE,
+        per_share_partition=True,
+    )
+    with pytest.raises(TypeError, match="per-share-partition rule reads only"):
+        register(reads_the_lag)
+
+
+def test_the_per_share_partition_rules_are_those_an_incremental_run_carries() -> None:
+    # The rules whose rows an incremental run keeps for the untouched share-partitions: a
+    # rule that reads a global reference (the export's end, the inferred partition count)
+    # must not be among them.
+    assert {rule.name for rule in PER_SHARE_PARTITION_RULES} == {
+        "update_before_snapshot",
+        "state_without_snapshot",
+        "update_after_tombstone",
+        "delivery_count_above_limit",
+    }
+    for rule in PER_SHARE_PARTITION_RULES:
+        assert set(rule.inputs) <= PER_SHARE_PARTITION_INPUTS
