@@ -29,6 +29,12 @@ def spark() -> Iterator[object]:
             "spark.ui.enabled": "false",
             "spark.sql.session.timeZone": "UTC",
             "spark.driver.memory": "2g",
+            # One session runs every test: an operator that sorts or aggregates takes a
+            # memory page at its first row, sized from the heap (32 MiB here), and a plan of
+            # many small ones (an incremental run's, interpreted) held enough of them at
+            # once that a later test's broadcast found no memory. Small pages suit the
+            # tests' small data.
+            "spark.buffer.pageSize": "4m",
         },
         jars_dir=ROOT / ".jars",
     )
