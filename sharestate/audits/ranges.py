@@ -271,8 +271,8 @@ def refresh_scope(
     """Per share-partition of `new_state` (its state after this run's `new_records`): the
     settle bound of its stored state (`_old`, `settle_bounds`) and whether the records
     reopen it (`_reopened`: a new interval below its stored bound, a bound that went back,
-    a deletion or re-creation). Its stored ranges that `refreshed_ranges` keeps are those
-    the new records can change."""
+    a deletion or re-creation). Its stored ranges that meet `refreshed` are those the new
+    records can change."""
     old = settle_bounds(stored_state).withColumnRenamed("_bound", "_old")
     new = settle_bounds(new_state).withColumnRenamed("_bound", "_new")
     lowest = (
@@ -299,14 +299,6 @@ def refreshed_arrow() -> pc.Expression:
     """`refreshed` as an Arrow expression, for stored ranges filtered on the driver before
     they reach Spark (Kleene logic, as Spark's: a null bound counts only when reopened)."""
     return pc.field("_reopened") | (pc.field("last_offset") >= pc.subtract(pc.field("_old"), 1))
-
-
-def refreshed_ranges(stored: DataFrame, scope: DataFrame) -> DataFrame:
-    """Of the `stored` ranges (poison_messages with `reason`, and archived_messages), those
-    of the share-partitions in `scope` (`refresh_scope`) that the new records can change.
-    `archived_ranges(new_records, new_state, limit, stored=<these>)` then gives their new
-    rows; the other stored ranges stay as they are."""
-    return stored.join(scope, list(KEY), "inner").filter(refreshed()).drop("_old", "_reopened")
 
 
 def poison_messages(ranges: DataFrame) -> DataFrame:

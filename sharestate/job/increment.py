@@ -220,7 +220,7 @@ def write_segments(increment: Increment) -> None:
 
 def write_ranges(increment: Increment) -> None:
     """poison_messages and archived_messages: the touched keys' stored ranges that the
-    increment can change (`refreshed_ranges`: those not settled, or of a reopened key) are
+    increment can change (`refreshed`: those not settled, or of a reopened key) are
     merged with the new archived intervals and given their final-state columns again; the
     keys replayed again get their ranges anew from all their records. Only those stored
     ranges are read."""
