@@ -46,6 +46,7 @@ from sharestate.audits.findings import (
     wrong_state_partition_findings,
 )
 from sharestate.audits.findings.records import position_extents, quarantine_kinds
+from sharestate.audits.findings.snapshots import segment_starts
 from sharestate.audits.groups import latest_group_records, share_groups, topic_names
 from sharestate.audits.lag import share_partition_lag
 from sharestate.audits.options import AuditOptions
@@ -61,13 +62,20 @@ from sharestate.audits.ranges import (
     poison_messages,
     stored_ranges,
 )
-from sharestate.audits.segments import SEGMENT_KEY, merge_segments, share_partition_segments
+from sharestate.audits.segments import (
+    PLACEMENT_KEY,
+    SEGMENT_KEY,
+    merge_segments,
+    share_partition_placements,
+    share_partition_segments,
+)
 from sharestate.audits.start_offsets import start_offset_moves
 from sharestate.decode.columns import KEY
 from sharestate.replay.fold import SINCE
 
 __all__ = [
     "FINDINGS_SCHEMA",
+    "PLACEMENT_KEY",
     "REASON_BELOW_LIMIT",
     "REASON_DELIVERY_LIMIT",
     "REASON_NEVER_DELIVERED",
@@ -98,6 +106,7 @@ __all__ = [
     "quarantine_kinds",
     "share_groups",
     "share_partition_lag",
+    "share_partition_placements",
     "share_partition_segments",
     "start_offset_moves",
     "stored_ranges",
@@ -165,6 +174,7 @@ def audit(
     counts = delivery_counts(state, options.delivery_count_limit)
     ranges = archived_ranges(records, state, options.delivery_count_limit)
     segments = share_partition_segments(history)
+    placements = share_partition_placements(segments)
     groups = share_groups(group_records) if group_records is not None else None
     consumer_offsets_extents = None
     if group_records is not None:
@@ -175,8 +185,9 @@ def audit(
         history=history,
         share_state_positions=exported_positions(records, quarantine, Source.SHARE_STATE.value),
         quarantine_kinds=quarantine_kinds(quarantine),
-        segments=segments,
+        segment_starts=segment_starts(segments),
         delivery_counts=counts,
+        placements=placements,
         state=state,
         delivery_count_limit=options.delivery_count_limit,
         stall_span_seconds=options.stall_span_seconds,
@@ -193,7 +204,7 @@ def audit(
         poison_messages=poison_messages(ranges),
         archived_messages=archived_messages(ranges),
         segments=segments,
-        pruning_cutoff=pruning_cutoff(segments, inputs.share_state_positions),
+        pruning_cutoff=pruning_cutoff(placements, inputs.share_state_positions),
         findings=findings_table(inputs, per_record),
         share_groups=groups,
         share_partition_lag=inputs.lag,

@@ -1,6 +1,6 @@
 """`pruning_cutoff`: per `__share_group_state` partition, the offset Kafka's share
 coordinator would prune the log up to (`ShareCoordinatorOffsetsManager.lastRedundantOffset`),
-from `share_partition_segments`, and how many exported rows lie before it."""
+from `share_partition_placements`, and how many exported rows lie before it."""
 
 from __future__ import annotations
 
@@ -24,11 +24,14 @@ def exported_positions(records: DataFrame, quarantine: DataFrame | None, source:
     return positions
 
 
-def _cutoffs(segments: DataFrame) -> DataFrame:
-    """Per `__share_group_state` partition: the cut-off and the share-partitions behind it."""
-    per_key = segments.groupBy("source_partition", *KEY).agg(
-        F.max("last_record").alias("_last"),
-        F.max("last_snapshot_or_tombstone").alias("_event"),
+def _cutoffs(placements: DataFrame) -> DataFrame:
+    """Per `__share_group_state` partition: the cut-off and the share-partitions behind it,
+    from `share_partition_placements`."""
+    per_key = placements.select(
+        "source_partition",
+        *KEY,
+        F.col("last_record").alias("_last"),
+        F.col("last_snapshot_or_tombstone").alias("_event"),
     )
     tracked = F.coalesce(F.col("_event.record_type") == SNAPSHOT, F.lit(False))
     live = F.col("_last.record_type") != TOMBSTONE
@@ -91,10 +94,10 @@ def _pruning_table(counted: DataFrame, cutoffs: DataFrame) -> DataFrame:
     )
 
 
-def pruning_cutoff(segments: DataFrame, positions: DataFrame) -> DataFrame:
+def pruning_cutoff(placements: DataFrame, positions: DataFrame) -> DataFrame:
     """Per `__share_group_state` partition: the offset Kafka's share coordinator would prune
     its log up to after loading these records (ShareCoordinatorOffsetsManager), from
-    `share_partition_segments`, and how many exported `positions` (`exported_positions`)
+    `share_partition_placements`, and how many exported `positions` (`exported_positions`)
     lie before it.
 
     Kafka tracks, per share-partition, the offset of its latest ShareSnapshot (updates are
@@ -102,7 +105,7 @@ def pruning_cutoff(segments: DataFrame, positions: DataFrame) -> DataFrame:
     tracked offsets, computed at each snapshot or tombstone including the record itself, so
     a partition whose share-partitions are all deleted keeps its last tombstone's offset.
     Kafka deletes records below the cut-off only when it is > 0."""
-    cutoffs = _cutoffs(segments)
+    cutoffs = _cutoffs(placements)
     counted = (
         positions.join(
             F.broadcast(cutoffs.select("source_partition", "cutoff_offset")),
@@ -123,14 +126,14 @@ def pruning_cutoff(segments: DataFrame, positions: DataFrame) -> DataFrame:
 
 
 def carried_pruning_cutoff(
-    segments: DataFrame, stored: DataFrame, new_positions: DataFrame, gaps: DataFrame
+    placements: DataFrame, stored: DataFrame, new_positions: DataFrame, gaps: DataFrame
 ) -> DataFrame:
     """`pruning_cutoff` of an incremental run without reading the stored records: the
     exported range of each partition is the `stored` table's widened by the new positions,
     and the positions before the cut-off are that range up to the cut-off less the offsets
     missing there. `gaps` are the `source_offset_gap` findings of all records (stored and
     new); exported positions are unique per offset, so the count is exact."""
-    cutoffs = _cutoffs(segments)
+    cutoffs = _cutoffs(placements)
     extent = (
         stored.select(
             "source_partition",

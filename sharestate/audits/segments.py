@@ -1,7 +1,9 @@
 """`share_partition_segments`: per share-partition, segment and `__share_group_state`
 partition, the counts and first/last records the per-share-partition audits need (the
-snapshot and wrong-partition findings and the pruning cut-off read it instead of every
-history row; an incremental run merges the new records into the stored table)."""
+snapshot findings read it instead of every history row; an incremental run merges the new
+records into the stored table). `share_partition_placements` rolls it up per share-partition
+and state-topic partition, which is all the wrong-partition check and the pruning cut-off
+need: a row per share-partition, not per segment."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from sharestate.kafka.constants import SNAPSHOT, TOMBSTONE, UPDATE
 
 #: Columns of `share_partition_segments` that identify a row.
 SEGMENT_KEY: Final = (*KEY, "segment", "source_partition")
+#: Columns of `share_partition_placements` that identify a row.
+PLACEMENT_KEY: Final = (*KEY, "source_partition")
 
 
 def _segment_merges() -> list[Column]:
@@ -102,3 +106,16 @@ def merge_segments(stored: DataFrame, new: DataFrame) -> DataFrame:
     """Rows of `share_partition_segments` from two runs combined: a segment in both gets one
     row, each column the sum, min or max of the two."""
     return stored.unionByName(new).groupBy(*SEGMENT_KEY).agg(*_segment_merges())
+
+
+def share_partition_placements(segments: DataFrame) -> DataFrame:
+    """Per share-partition and `__share_group_state` partition (`PLACEMENT_KEY`), from its
+    `share_partition_segments` rows: its records (`records`), the offset of its first
+    (`first_offset`), its last record and its latest snapshot or tombstone. A share-partition
+    has one row unless its records are on several partitions."""
+    return segments.groupBy(*PLACEMENT_KEY).agg(
+        F.sum("records").cast("long").alias("records"),
+        F.min(F.col("first_record.source_offset")).alias("first_offset"),
+        F.max("last_record").alias("last_record"),
+        F.max("last_snapshot_or_tombstone").alias("last_snapshot_or_tombstone"),
+    )

@@ -127,18 +127,22 @@ class TableStore:
         name: str,
         scope: DataFrame,
         on: Sequence[str],
-        where: Column,
-        where_arrow: pc.Expression,
+        where: Column | None = None,
+        where_arrow: pc.Expression | None = None,
     ) -> DataFrame:
         """The rows of table `name` that, joined on the `on` columns with a row of `scope`
-        (and so given its other columns), meet `where`; with the table's columns only.
-        `where_arrow` is `where` as an Arrow expression (of the table's flat columns and
-        `scope`'s): where the output is local, the table is read and filtered on the driver,
-        and only the matching rows go to Spark (those a run needs of a table that grows
-        with the history are few)."""
+        (and so given its other columns), meet `where` (if given); with the table's columns
+        only. `where_arrow` is `where` as an Arrow expression (of the table's flat columns
+        and `scope`'s): where the output is local, the table is read and filtered on the
+        driver, and only the matching rows go to Spark (those a run needs of a table that
+        grows with the history are few)."""
+        if (where is None) != (where_arrow is None):
+            raise ValueError("read_rows_matching: give both where and where_arrow, or neither")
         if not self.local:
             table_df = self.read(name, small=False)
-            joined = table_df.join(scope, list(on), "inner").filter(where)
+            joined = table_df.join(scope, list(on), "inner")
+            if where is not None:
+                joined = joined.filter(where)
             return joined.select(*table_df.columns)
         table = self.read_arrow(name)
         wanted = scope.toArrow()
@@ -154,7 +158,9 @@ class TableStore:
         numbered = table.select(flat).append_column(
             "_row", pa.array(range(table.num_rows), pa.int64())
         )
-        rows = numbered.join(wanted, list(on), join_type="inner").filter(where_arrow)
+        rows = numbered.join(wanted, list(on), join_type="inner")
+        if where_arrow is not None:
+            rows = rows.filter(where_arrow)
         found = rows.column("_row")
         return self.spark.createDataFrame(table.take(pc.take(found, pc.sort_indices(found))))
 

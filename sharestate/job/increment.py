@@ -34,6 +34,7 @@ from sharestate.audits import (
     delivery_counts,
     merge_segments,
     poison_messages,
+    share_partition_placements,
     share_partition_segments,
 )
 from sharestate.audits.ranges import refresh_scope, refreshed, refreshed_arrow
@@ -61,7 +62,8 @@ class Increment:
     #: (source_partition, source_offset) of the backfilled share-state rows.
     backfill_positions: DataFrame
     stored_state: DataFrame
-    stored_segments: DataFrame
+    #: `share_partition_placements` of the stored segments (a row per share-partition).
+    stored_placements: DataFrame
     #: Every new group record (with --consumer-offsets).
     group_records: DataFrame | None = None
     #: The keys replayed from their stored state, and those replayed again.
@@ -73,8 +75,10 @@ class Increment:
     #: The state rows of every key the increment touches, and the whole state after it.
     new_state: DataFrame = field(init=False)
     state: DataFrame = field(init=False)
-    #: The segments table after the increment.
-    segments: DataFrame = field(init=False)
+    #: The touched keys' rows of the segments table after the increment, and the
+    #: placements of every key after it.
+    touched_segments: DataFrame = field(init=False)
+    placements: DataFrame = field(init=False)
     #: The records of the keys replayed again (stored and new).
     again_records: DataFrame = field(init=False)
     changes: list[Change] = field(default_factory=list)
@@ -119,7 +123,7 @@ def split_keys(increment: Increment) -> None:
     placements = (
         records.select(*KEY, "source_partition")
         .unionByName(
-            increment.stored_segments.join(touched, list(KEY), "left_semi").select(
+            increment.stored_placements.join(touched, list(KEY), "left_semi").select(
                 *KEY, "source_partition"
             )
         )
@@ -197,25 +201,33 @@ def write_segments(increment: Increment) -> None:
     """share_partition_segments: an ongoing key's new history rows aggregate into the
     segments they belong to (its last stored segment goes on, later ones are new), and each
     column combines with the stored row's by sum, min or max; the keys replayed again get
-    their segments anew. Only the rows of the segments that change are read and written."""
-    stored = increment.stored_segments
+    their segments anew. Only the touched keys' stored rows are read, and only the rows of
+    the segments that change are written. The placements change where the touched keys'
+    segments do."""
+    touched = increment.touched()
+    stored = increment.store.read_rows_matching("share_partition_segments", touched, KEY)
     ongoing_history = increment.history.join(increment.ongoing, list(KEY), "left_semi")
-    # Kept: both the segments it continues and their new rows come from it.
-    new_rows = increment.keep(share_partition_segments(ongoing_history))
-    identities = new_rows.select(*SEGMENT_KEY)
-    continued = stored.join(identities, list(SEGMENT_KEY), "left_semi")
-    rows = merge_segments(continued, new_rows)
-    delete = identities
+    segments = merge_segments(
+        stored.join(increment.ongoing, list(KEY), "left_semi"),
+        share_partition_segments(ongoing_history),
+    )
+    changed = ongoing_history.select(*SEGMENT_KEY).distinct()
+    delete = changed
     if increment.again_count:
         again_history = increment.history.join(increment.again, list(KEY), "left_semi")
-        rows = rows.unionByName(share_partition_segments(again_history))
-        delete = delete.unionByName(
+        segments = segments.unionByName(share_partition_segments(again_history))
+        changed = changed.unionByName(again_history.select(*SEGMENT_KEY)).distinct()
+        delete = changed.unionByName(
             stored.join(increment.again, list(KEY), "left_semi").select(*SEGMENT_KEY)
-        )
-    rows, delete = increment.keep(rows), increment.keep(delete.distinct())
+        ).distinct()
+    # Kept: the rows written, the per-share-partition findings and the placements read it.
+    increment.touched_segments = increment.keep(segments)
+    rows = increment.touched_segments.join(changed, list(SEGMENT_KEY), "left_semi")
     increment.record(increment.store.replace("share_partition_segments", rows, delete, SEGMENT_KEY))
-    kept = stored.join(delete, list(SEGMENT_KEY), "left_anti")
-    increment.segments = increment.keep(kept.unionByName(rows))
+    untouched = increment.stored_placements.join(touched, list(KEY), "left_anti")
+    increment.placements = increment.keep(
+        untouched.unionByName(share_partition_placements(increment.touched_segments))
+    )
 
 
 def write_ranges(increment: Increment) -> None:

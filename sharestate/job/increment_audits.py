@@ -7,7 +7,7 @@ exported extents, the quarantine's counts, the latest group record's time).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +31,7 @@ from sharestate.audits.findings import (
 )
 from sharestate.audits.findings.records import replay_error, share_state_gap, share_state_gap_rows
 from sharestate.audits.findings.registry import Source
+from sharestate.audits.findings.snapshots import segment_starts
 from sharestate.decode.columns import KEY
 from sharestate.io.checkpoint import Checkpoint, Extent
 from sharestate.io.exports import read_end_offsets
@@ -169,13 +170,13 @@ def write_audits(
 
 
 def _write_pruning(increment: Increment, positions: DataFrame, gaps: DataFrame) -> DataFrame:
-    """pruning_cutoff: a partition's cut-off comes from the segments of the share-partitions
-    on it, and the records before it from its exported extent and gaps; so only the
+    """pruning_cutoff: a partition's cut-off comes from the placements of the
+    share-partitions on it, and the records before it from its exported extent and gaps; so only the
     partitions with new positions or changed segments change, and only their rows are
     replaced. Returns the whole table after the change."""
     store = increment.store
     stored = increment.keep(store.read("pruning_cutoff"))
-    table = carried_pruning_cutoff(increment.segments, stored, positions, gaps)
+    table = carried_pruning_cutoff(increment.placements, stored, positions, gaps)
     changed = increment.keep(
         positions.select("source_partition")
         .unionByName(increment.history.select("source_partition"))
@@ -245,7 +246,7 @@ def _write_findings(
     with the new history's and the gaps after this run; the per-share-partition rules'
     stored rows of the untouched keys with the touched keys' found again; the quarantine's
     counts and the consumer-offsets extents carried on from the checkpoint; every other
-    rule run again on the whole state, segments, groups and lag. Written whole (it is
+    rule run again on the whole state, placements, groups and lag. Written whole (it is
     small)."""
     spark = increment.store.spark
     stored_errors = (
@@ -254,12 +255,15 @@ def _write_findings(
         .select(*stored_findings.columns)
     )
     per_record = stored_errors.unionByName(replay_error(increment.history)).unionByName(gaps)
+    touched = increment.keep(increment.touched())
     inputs = FindingInputs(
         history=increment.history,
         share_state_positions=increment.history.select("source_partition", "source_offset"),
         quarantine_kinds=kinds,
-        segments=increment.segments,
-        delivery_counts=delivery_counts(increment.state, increment.delivery_count_limit),
+        # Per-share-partition-only inputs: the touched keys' rows.
+        segment_starts=increment.keep(segment_starts(increment.touched_segments)),
+        delivery_counts=delivery_counts(increment.new_state, increment.delivery_count_limit),
+        placements=increment.placements,
         state=increment.state,
         delivery_count_limit=increment.delivery_count_limit,
         stall_span_seconds=config.stall_span_seconds,
@@ -272,14 +276,7 @@ def _write_findings(
         lag=lag,
         backfilled=backfilled,
     )
-    touched = increment.keep(increment.touched())
-    touched_inputs = replace(
-        inputs,
-        segments=increment.keep(increment.segments.join(touched, list(KEY), "left_semi")),
-        delivery_counts=delivery_counts(increment.new_state, increment.delivery_count_limit),
-        state=increment.new_state,
-    )
-    per_share_partition = per_share_partition_findings(touched_inputs, stored_findings, touched)
+    per_share_partition = per_share_partition_findings(inputs, stored_findings, touched)
     findings = increment.keep(findings_table(inputs, per_record, per_share_partition))
     increment.record(increment.store.overwrite("findings", findings))
     return findings

@@ -28,6 +28,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sharestate.audits import share_partition_placements
 from sharestate.audits.findings.registry import Source
 from sharestate.decode import spark as spark_decode
 from sharestate.io.changes import ExportFiles, list_export
@@ -284,8 +285,10 @@ def _apply(
         records=new.state_decoded.records,
         backfill_positions=new.share_state.backfill_positions,
         stored_state=cache.keep(store.read("share_partition_state"), StorageLevel.MEMORY_AND_DISK),
-        stored_segments=cache.keep(
-            store.read("share_partition_segments"), StorageLevel.MEMORY_AND_DISK
+        # Every share-partition's placements: the pruning cut-off and the wrong-partition
+        # check read them all; the segments they come from are not kept.
+        stored_placements=cache.checkpoint(
+            share_partition_placements(store.read("share_partition_segments"))
         ),
         group_records=new.groups_decoded.records if new.groups_decoded is not None else None,
         written=written,

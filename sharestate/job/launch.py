@@ -39,15 +39,17 @@ SUBMIT_DEFAULTS: Final = {
 
 #: Spark loggers whose console lines are noise for the job's users, and the level that keeps
 #: what matters: a block the JVM fast paths hand over twice ("already exists", harmless), the
-#: plan-truncation note, and executors' stack traces of a task that failed. The failure
-#: itself still reaches the run as an exception: one line when it is an input's fault,
-#: else a traceback with the executor's cause.
+#: plan-truncation note, a released local checkpoint, and executors' stack traces of a task
+#: that failed. The failure itself still reaches the run as an exception: one line when it
+#: is an input's fault, else a traceback with the executor's cause.
 QUIET_LOGGERS: Final = {
     "org.apache.spark.storage.BlockManager": "ERROR",
     "org.apache.spark.util.SparkStringUtils": "ERROR",
     "org.apache.spark.scheduler.TaskSetManager": "ERROR",
     "org.apache.spark.executor.Executor": "FATAL",
     "org.apache.spark.sql.execution.datasources.FileFormatWriter": "FATAL",
+    # The release of each local checkpoint a run made says its lineage is gone (by design).
+    "org.apache.spark.rdd.MapPartitionsRDD": "ERROR",
     # A Kafka client retrying an address prints a warning per attempt.
     "org.apache.kafka": "ERROR",
 }

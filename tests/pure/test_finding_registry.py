@@ -31,6 +31,18 @@ def test_a_per_share_partition_rule_may_read_only_per_share_partition_inputs() -
         register(reads_the_lag)
 
 
+def test_only_a_per_share_partition_rule_may_read_segments_or_delivery_counts() -> None:
+    # An incremental run gives the rules only the touched share-partitions' segments and
+    # delivery counts: a rule over every share-partition reading them would see too few.
+    def counts_every_segment(segment_starts: DataFrame) -> Found:
+        """Reads every segment, which an incremental run does not have."""
+        raise AssertionError("not run")
+
+    register = finding_rule(FindingCode.NEGATIVE_LAG, Severity.WARNING, source=Source.SHARE_STATE)
+    with pytest.raises(TypeError, match="segment_starts: read by per-share-partition rules only"):
+        register(counts_every_segment)
+
+
 def test_the_per_share_partition_rules_are_those_an_incremental_run_carries() -> None:
     # The rules whose rows an incremental run keeps for the untouched share-partitions: a
     # rule that reads a global reference (the export's end, the inferred partition count)

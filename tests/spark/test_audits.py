@@ -402,7 +402,7 @@ def hand(spark: SparkSession, fast_sql: None) -> HandBuilt:
         lag=result.share_partition_lag.collect(),
         findings=result.findings.collect(),
         auto_partition_findings=audits.wrong_state_partition_findings(
-            result.segments, None
+            audits.share_partition_placements(result.segments), None
         ).collect(),
     )
     for frame in result.worth_caching():
@@ -597,16 +597,22 @@ def test_carried_pruning_cutoff_counts_records_before_it_from_the_gaps(
         ),
     )
     positions = history.select(*LOG_ORDER)
-    whole = audits.pruning_cutoff(audits.share_partition_segments(history), positions)
+
+    def placements(history: DataFrame) -> DataFrame:
+        return audits.share_partition_placements(audits.share_partition_segments(history))
+
+    whole = audits.pruning_cutoff(placements(history), positions)
     boundary = 58
     old_history = history.filter(sf.col("source_offset") < boundary)
     new_history = history.filter(sf.col("source_offset") >= boundary)
-    stored = audits.pruning_cutoff(
-        audits.share_partition_segments(old_history), old_history.select(*LOG_ORDER)
-    )
+    stored = audits.pruning_cutoff(placements(old_history), old_history.select(*LOG_ORDER))
     gaps = share_state_gap(positions)
     carried = audits.carried_pruning_cutoff(
-        audits.share_partition_segments(new_history, audits.share_partition_segments(old_history)),
+        audits.share_partition_placements(
+            audits.share_partition_segments(
+                new_history, audits.share_partition_segments(old_history)
+            )
+        ),
         stored,
         new_history.select(*LOG_ORDER),
         gaps,
@@ -772,8 +778,8 @@ def test_partition_check_is_skipped_when_no_count_fits(spark: SparkSession, fast
     fits_50 = sum(state_topic_partition(*k, 50) == sp for sp, k in zip(placed, keys, strict=True))
     fits_8 = sum(state_topic_partition(*k, 8) == sp for sp, k in zip(placed, keys, strict=True))
     assert max(fits_50, fits_8) * 2 < len(keys)  # the premise of this test
-    segments = audits.share_partition_segments(history)
-    (only,) = audits.wrong_state_partition_findings(segments, None).collect()
+    placements = audits.share_partition_placements(audits.share_partition_segments(history))
+    (only,) = audits.wrong_state_partition_findings(placements, None).collect()
     assert (only.severity, only.code, only.affected) == ("info", "state_partition_check_skipped", 4)
 
 

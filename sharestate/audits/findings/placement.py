@@ -1,6 +1,6 @@
 """Findings of the state-topic partition check: share-partitions whose records sit on a
 `__share_group_state` partition other than the one Kafka's partitioner picks
-(`sharestate.kafka.partitioning.state_topic_partition`), from `share_partition_segments`.
+(`sharestate.kafka.partitioning.state_topic_partition`), from `share_partition_placements`.
 
 The partition count is `--state-topic-partitions`; without it, it is chosen inside Spark:
 Kafka's default (50) or the highest exported partition + 1, whichever puts more
@@ -27,19 +27,19 @@ from sharestate.decode.columns import KEY
 from sharestate.kafka.partitioning import DEFAULT_STATE_TOPIC_PARTITIONS
 
 
-def _placed_share_partitions(segments: DataFrame) -> DataFrame:
-    """Per share-partition and state-topic partition: its records (`_records`), its first
-    record's offset (`_first`) and Kafka's partitioner hash of its key (`_hash`)."""
-    return (
-        segments.groupBy(*KEY, "source_partition")
-        .agg(
-            F.sum("records").alias("_records"),
-            F.min(F.col("first_record.source_offset")).alias("_first"),
-        )
+def _placed_share_partitions(placements: DataFrame) -> DataFrame:
+    """Per share-partition and state-topic partition (`share_partition_placements`): its
+    records (`_records`), its first record's offset (`_first`) and Kafka's partitioner hash
+    of its key (`_hash`)."""
+    return placements.select(
+        *KEY,
+        "source_partition",
+        F.col("records").alias("_records"),
+        F.col("first_offset").alias("_first"),
         # Not nullable (decoded keys are never null): Spark would otherwise infer
-        # `_hash IS NOT NULL` from the comparisons that follow and push it under the
-        # aggregation, hashing every record instead of every share-partition.
-        .withColumn("_hash", F.coalesce(kafka_key_hash(*[F.col(c) for c in KEY]), F.lit(-1)))
+        # `_hash IS NOT NULL` from the comparisons that follow and push it down to the
+        # rows the placements come from.
+        F.coalesce(kafka_key_hash(*[F.col(c) for c in KEY]), F.lit(-1)).alias("_hash"),
     )
 
 
@@ -90,13 +90,15 @@ def _partition_count(placed: DataFrame, partitions: int | None) -> DataFrame:
 
 
 @finding_rule(FindingCode.WRONG_STATE_PARTITION, Severity.ERROR, source=Source.SHARE_STATE)
-def wrong_state_partition(segments: DataFrame, state_topic_partitions: int | None = None) -> Found:
+def wrong_state_partition(
+    placements: DataFrame, state_topic_partitions: int | None = None
+) -> Found:
     """Records of a share-partition on a `__share_group_state` partition other than the one
     Kafka's partitioner puts it on, one finding per (share-partition, partition). Kafka's
     share coordinator never reads them for this share-partition, while this replay merges
     them in log order, so the replay cannot match Kafka's. Check --state-topic-partitions
     and how the export was produced."""
-    placed = _placed_share_partitions(segments)
+    placed = _placed_share_partitions(placements)
     # The one-row side is broadcast: as a cartesian product Spark recomputed the whole
     # aggregation over the records once per partition.
     checked = placed.crossJoin(F.broadcast(_partition_count(placed, state_topic_partitions)))
@@ -132,13 +134,13 @@ def wrong_state_partition(segments: DataFrame, state_topic_partitions: int | Non
 
 @finding_rule(FindingCode.STATE_PARTITION_CHECK_SKIPPED, Severity.INFO, source=Source.SHARE_STATE)
 def state_partition_check_skipped(
-    segments: DataFrame, state_topic_partitions: int | None = None
+    placements: DataFrame, state_topic_partitions: int | None = None
 ) -> Found:
     """The wrong-partition check did not run: with the partition count it could choose,
     fewer than half of the share-partitions sit where Kafka's partitioner puts them, so
     `__share_group_state` has another partition count. Give it with
     --state-topic-partitions."""
-    choice = _partition_count(_placed_share_partitions(segments), state_topic_partitions)
+    choice = _partition_count(_placed_share_partitions(placements), state_topic_partitions)
     return Found(
         choice.filter(~F.col("_usable") & (F.col("_total") > 0)),
         message(
@@ -155,8 +157,8 @@ def state_partition_check_skipped(
     )
 
 
-def wrong_state_partition_findings(segments: DataFrame, partitions: int | None) -> DataFrame:
+def wrong_state_partition_findings(placements: DataFrame, partitions: int | None) -> DataFrame:
     """The whole check on its own: the rows of both its rules."""
-    return wrong_state_partition(segments, partitions).unionByName(
-        state_partition_check_skipped(segments, partitions)
+    return wrong_state_partition(placements, partitions).unionByName(
+        state_partition_check_skipped(placements, partitions)
     )

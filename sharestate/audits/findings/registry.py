@@ -98,8 +98,13 @@ class FindingInputs:
     share_state_positions: DataFrame
     #: `quarantine_kinds`: the quarantined rows counted per (source, reason_kind).
     quarantine_kinds: DataFrame
-    segments: DataFrame
+    #: Per-share-partition-only inputs (`PER_SHARE_PARTITION_ONLY_INPUTS`): in an incremental
+    #: run only the touched share-partitions' rows. `segment_starts`: `snapshots.segment_starts`
+    #: of `share_partition_segments`, a row per share-partition and segment.
+    segment_starts: DataFrame
     delivery_counts: DataFrame
+    #: `share_partition_placements`: a row per share-partition and state-topic partition.
+    placements: DataFrame
     state: DataFrame
     delivery_count_limit: int
     stall_span_seconds: float
@@ -120,8 +125,12 @@ PER_RECORD_INPUTS: Final = frozenset({"history", "share_state_positions"})
 #: The inputs a per-share-partition rule may read: tables of rows per share-partition, and
 #: an option an incremental run keeps equal.
 PER_SHARE_PARTITION_INPUTS: Final = frozenset(
-    {"segments", "delivery_counts", "state", "delivery_count_limit"}
+    {"segment_starts", "delivery_counts", "state", "delivery_count_limit"}
 )
+#: The inputs only per-share-partition rules read: an incremental run holds only the touched
+#: share-partitions' rows there (a rule over every share-partition reads `placements` or
+#: `state`).
+PER_SHARE_PARTITION_ONLY_INPUTS: Final = frozenset({"segment_starts", "delivery_counts"})
 _INPUT_NAMES: Final = frozenset(field.name for field in fields(FindingInputs))
 
 
@@ -273,7 +282,8 @@ def finding_rule(
     """Registers the decorated function as the rule of `code` with `severities` (one, or the
     several it picks from per row). Checked here, at import: a docstring, inputs that are
     `FindingInputs` fields, per-record inputs read by per-record rules only, and
-    per-share-partition rules reading per-share-partition inputs only."""
+    per-share-partition rules reading per-share-partition inputs only (and they alone
+    reading `PER_SHARE_PARTITION_ONLY_INPUTS`)."""
 
     def register(find: Callable[P, Found]) -> FindingRule[P]:
         rule = FindingRule(code, tuple(severities), find, source, per_record, per_share_partition)
@@ -292,6 +302,11 @@ def finding_rule(
             problems.append(
                 "a per-share-partition rule reads only per-share-partition tables"
                 f" ({', '.join(sorted(PER_SHARE_PARTITION_INPUTS))})"
+            )
+        if not per_share_partition and (only := PER_SHARE_PARTITION_ONLY_INPUTS & set(rule.inputs)):
+            problems.append(
+                f"{', '.join(sorted(only))}: read by per-share-partition rules only (an"
+                " incremental run holds the touched share-partitions' rows there)"
             )
         if problems:
             raise TypeError(f"finding rule {find.__name__} ({code}): {'; '.join(problems)}")

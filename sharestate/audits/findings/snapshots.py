@@ -1,5 +1,6 @@
 """Findings about updates the replay applied with no state before them, from
-`share_partition_segments`: a snapshot or tombstone starts a segment; segment 0 is what comes
+`share_partition_segments` rolled up per share-partition and segment (`segment_starts`, once
+for the three rules): a snapshot or tombstone starts a segment; segment 0 is what comes
 before a share-partition's first snapshot in the export."""
 
 from __future__ import annotations
@@ -66,13 +67,13 @@ def _at_first_update() -> Where:
     source=Source.SHARE_STATE,
     per_share_partition=True,
 )
-def update_before_snapshot(segments: DataFrame) -> Found:
+def update_before_snapshot(segment_starts: DataFrame) -> Found:
     """ShareUpdate records before a share-partition's first ShareSnapshot in the export, when
     a snapshot follows: the export starts after Kafka pruned the log, which keeps only each
     share-partition's latest snapshot onwards. The history rows up to the snapshot are
     partial; the final state is exact. Nothing to do."""
     return Found(
-        segment_starts(segments).filter(_starts_with_update() & ~_final()),
+        segment_starts.filter(_starts_with_update() & ~_final()),
         message(
             F.col("_updates"),
             " ShareUpdate record(s) come before the first ShareSnapshot of this share-partition"
@@ -90,13 +91,13 @@ def update_before_snapshot(segments: DataFrame) -> Found:
     source=Source.SHARE_STATE,
     per_share_partition=True,
 )
-def state_without_snapshot(segments: DataFrame) -> Found:
+def state_without_snapshot(segment_starts: DataFrame) -> Found:
     """A share-partition's state built from ShareUpdate records only, with no ShareSnapshot in
     the export: batches written before the export starts are missing, so the state may be
     incomplete, and Kafka's pruning cut-off does not track it (`pruning_cutoff` counts it as
     untracked). Export `__share_group_state` from its log start offset."""
     return Found(
-        segment_starts(segments).filter(_starts_with_update() & _final()),
+        segment_starts.filter(_starts_with_update() & _final()),
         message(
             "the state of this share-partition was built from ",
             F.col("_updates"),
@@ -115,14 +116,14 @@ def state_without_snapshot(segments: DataFrame) -> Found:
     source=Source.SHARE_STATE,
     per_share_partition=True,
 )
-def update_after_tombstone(segments: DataFrame) -> Found:
+def update_after_tombstone(segment_starts: DataFrame) -> Found:
     """ShareUpdate records after a tombstone of the share-partition with no ShareSnapshot
     between. Kafka 4.1+ refuses writes to a deleted share-partition, so the export is out of
     order or incomplete (when they are the last segment, the final state was built from
     these updates only). Check how the export was produced."""
     after_tombstone = (F.col("_first.record_type") == TOMBSTONE) & (F.col("_updates") > 0)
     return Found(
-        segment_starts(segments).filter(after_tombstone),
+        segment_starts.filter(after_tombstone),
         message(
             F.col("_updates"),
             " ShareUpdate record(s) follow a tombstone of this share-partition with no"
