@@ -7,6 +7,9 @@ Python, and the brokers of `kafka://` inputs.
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
@@ -27,7 +30,8 @@ _CANNOT_START: Final = ("Cannot run program", "different version", "No module na
 def check_executor_python(spark: SparkSession) -> None:
     """One tiny Spark job (a task per default partition) in which each executor's Python
     says what of EXECUTOR_MODULES and this package it cannot import: the decode would
-    otherwise die in its first task with a worker traceback."""
+    otherwise die in its first task with a worker traceback. None on a local master whose
+    workers run this interpreter, when it has them all."""
 
     # Pickled by value (a nested function), so it runs where this package is missing too.
     def probe(_: Iterable[Any]) -> Iterator[tuple[str, str, str, tuple[str, ...]]]:
@@ -47,6 +51,8 @@ def check_executor_python(spark: SparkSession) -> None:
     try:
         context = spark.sparkContext
     except Exception:  # Spark Connect: no RDDs; its server runs the Python it was set up with
+        return
+    if _workers_are_this_python(context):
         return
     tasks = max(1, context.defaultParallelism)
     try:
@@ -71,6 +77,18 @@ def check_executor_python(spark: SparkSession) -> None:
         f"{', '.join(lacking)}{package}: the job needs {', '.join(EXECUTOR_MODULES)} there; "
         "install them, or point spark.pyspark.python (PYSPARK_PYTHON) at a Python that has them"
     )
+
+
+def _workers_are_this_python(context: Any) -> bool:
+    """A local master whose workers run this very interpreter, which imports everything the
+    probe would look for: the probe would only start Python workers to say so."""
+    executable = context.pythonExec
+    if not str(context.master).startswith("local") or not executable:
+        return False
+    if os.path.realpath(executable) != os.path.realpath(sys.executable):
+        return False
+    modules = (*EXECUTOR_MODULES, "sharestate")
+    return all(importlib.util.find_spec(module) is not None for module in modules)
 
 
 def _python_failure(executable: str | None, err: Exception) -> str | None:
