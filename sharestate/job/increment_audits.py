@@ -171,11 +171,12 @@ def write_audits(
 
 def _write_pruning(increment: Increment, positions: DataFrame, gaps: DataFrame) -> DataFrame:
     """pruning_cutoff: a partition's cut-off comes from the placements of the
-    share-partitions on it, and the records before it from its exported extent and gaps; so only the
-    partitions with new positions or changed segments change, and only their rows are
-    replaced. Returns the whole table after the change."""
+    share-partitions on it, and the records before it from its exported extent and gaps; so
+    only the partitions with new positions or changed segments change, and only their rows
+    are replaced. Returns the whole table after the change."""
     store = increment.store
-    stored = increment.keep(store.read("pruning_cutoff"))
+    # A few dozen rows, read on the driver: read twice rather than kept.
+    stored = store.read("pruning_cutoff")
     table = carried_pruning_cutoff(increment.placements, stored, positions, gaps)
     changed = increment.keep(
         positions.select("source_partition")
@@ -184,7 +185,7 @@ def _write_pruning(increment: Increment, positions: DataFrame, gaps: DataFrame) 
     )
     rows = increment.keep(table.join(changed, "source_partition", "left_semi"))
     increment.record(store.replace("pruning_cutoff", rows, changed, ["source_partition"]))
-    return increment.keep(stored.join(changed, "source_partition", "left_anti").unionByName(rows))
+    return stored.join(changed, "source_partition", "left_anti").unionByName(rows)
 
 
 def _write_groups(increment: Increment, group_records: DataFrame | None) -> DataFrame | None:
