@@ -18,6 +18,7 @@ other reads and changes, and so do other Delta readers.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ from sharestate.io.tables import delta_table_sql, read_table
 DRIVER_ROWS_LIMIT: Final = 1_000_000
 #: The marker column of `replace`'s MERGE source: which source rows delete, which insert.
 _OP: Final = "_sharestate_op"
+
+log = logging.getLogger("sharestate")
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,8 @@ class TableStore:
         #: The version each table was first read at: a DataFrame Spark reads lazily would
         #: otherwise see this run's own later commits when it is computed.
         self._read_versions: dict[str, int] = {}
+        #: Tables read on the driver, until the table changes: a run reads some twice.
+        self._on_driver: dict[str, pa.Table] = {}
 
     def path(self, name: str) -> str:
         return f"{self.output}/{name}"
@@ -110,8 +115,7 @@ class TableStore:
         """The table as a DataFrame. `small`: a table of a few MB, read on the driver
         through delta-rs where the output is local (no Spark job for Delta's snapshot)."""
         if self.local and small:
-            table = _delta_rs_table(self._local_path(name)).to_pyarrow_table()
-            return self.spark.createDataFrame(table)
+            return self.spark.createDataFrame(self._read_on_driver(name))
         if name not in self._read_versions:
             version = self.version(name)
             if version is None:
@@ -167,11 +171,30 @@ class TableStore:
     def read_arrow(self, name: str) -> pa.Table:
         """A small table as Arrow, on the driver."""
         if self.local:
-            return _delta_rs_table(self._local_path(name)).to_pyarrow_table()
+            return self._read_on_driver(name)
         return self.read(name, small=False).toArrow()
+
+    def _read_on_driver(self, name: str) -> pa.Table:
+        """The whole table through delta-rs, logged with the files and bytes it read (a run's
+        reads, like its commits, are part of what it costs); read again only once the table
+        changed."""
+        if name in self._on_driver:
+            return self._on_driver[name]
+        table = _delta_rs_table(self._local_path(name))
+        sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes")
+        log.info(
+            "%s: read v%d on the driver: %d file(s) %s (delta-rs)",
+            name,
+            table.version(),
+            len(sizes),
+            _mib(int(pc.sum(sizes).as_py() or 0)),
+        )
+        self._on_driver[name] = table.to_pyarrow_table()
+        return self._on_driver[name]
 
     def restore(self, name: str, version: int) -> None:
         """Put the table back as it was at `version` (a new commit)."""
+        self._on_driver.pop(name, None)
         if self.local:
             _delta_rs_table(self._local_path(name)).restore(version)
             return
@@ -181,6 +204,7 @@ class TableStore:
 
     def append(self, name: str, rows: DataFrame, *, row_count: int | None = None) -> Change:
         """Add `rows` to the table (one commit)."""
+        self._on_driver.pop(name, None)
         if self._through_spark(row_count):
             rows.write.format("delta").mode("append").save(self.path(name))
             return self._spark_change(name, "append")
@@ -194,6 +218,7 @@ class TableStore:
 
     def overwrite(self, name: str, rows: DataFrame) -> Change:
         """Replace every row of the table with `rows` (one commit)."""
+        self._on_driver.pop(name, None)
         if self._through_spark(None):
             rows.write.format("delta").mode("overwrite").save(self.path(name))
             return self._spark_change(name, "overwrite")
@@ -214,6 +239,7 @@ class TableStore:
         """Delete the stored rows whose `on` columns equal those of a row of `delete`, and
         insert `rows`, in one MERGE. `delete` holds the `on` columns only, each combination
         once (a stored row may match one of them at most)."""
+        self._on_driver.pop(name, None)
         source = _merge_source(rows, delete, on)
         condition = " AND ".join(f"t.`{c}` = s.`{c}`" for c in on) + f" AND s.{_OP} = 'delete'"
         insert = f"s.{_OP} = 'insert'"

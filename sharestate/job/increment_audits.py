@@ -175,7 +175,7 @@ def _write_pruning(increment: Increment, positions: DataFrame, gaps: DataFrame) 
     only the partitions with new positions or changed segments change, and only their rows
     are replaced. Returns the whole table after the change."""
     store = increment.store
-    # A few dozen rows, read on the driver: read twice rather than kept.
+    # A few dozen rows, held on the driver (a local relation): nothing to keep.
     stored = store.read("pruning_cutoff")
     table = carried_pruning_cutoff(increment.placements, stored, positions, gaps)
     changed = increment.keep(
