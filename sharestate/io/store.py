@@ -181,13 +181,13 @@ class TableStore:
         if name in self._on_driver:
             return self._on_driver[name]
         table = _delta_rs_table(self._local_path(name))
-        sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes")
+        sizes = _file_sizes(table)
         log.info(
             "%s: read v%d on the driver: %d file(s) %s (delta-rs)",
             name,
             table.version(),
             len(sizes),
-            _mib(int(pc.sum(sizes).as_py() or 0)),
+            _mib(sum(sizes.values())),
         )
         self._on_driver[name] = table.to_pyarrow_table()
         return self._on_driver[name]
@@ -355,10 +355,18 @@ def _table_files(path: str, version: int) -> dict[str, int]:
     """The files of the table at `version`, with their sizes."""
     from deltalake import DeltaTable
 
-    actions = DeltaTable(path, version=version).get_add_actions(flatten=True)
-    table = pa.table(actions)
+    return _file_sizes(DeltaTable(path, version=version))
+
+
+def _file_sizes(table: Any) -> dict[str, int]:
+    """The files of a delta-rs table (as loaded), with their sizes."""
+    actions = pa.table(table.get_add_actions(flatten=True))
     return dict(
-        zip(table.column("path").to_pylist(), table.column("size_bytes").to_pylist(), strict=True)
+        zip(
+            actions.column("path").to_pylist(),
+            actions.column("size_bytes").to_pylist(),
+            strict=True,
+        )
     )
 
 

@@ -62,7 +62,8 @@ class Increment:
     #: (source_partition, source_offset) of the backfilled share-state rows.
     backfill_positions: DataFrame
     stored_state: DataFrame
-    #: `share_partition_placements` of the stored segments (a row per share-partition).
+    #: `share_partition_placements` of the stored segments (a row per share-partition and
+    #: state-topic partition).
     stored_placements: DataFrame
     #: Every new group record (with --consumer-offsets).
     group_records: DataFrame | None = None
