@@ -125,6 +125,8 @@ class Audits:
     poison_messages: DataFrame
     archived_messages: DataFrame
     segments: DataFrame
+    #: `share_partition_placements` of the segments (kept for incremental runs).
+    placements: DataFrame
     pruning_cutoff: DataFrame
     findings: DataFrame
     share_groups: DataFrame | None = None
@@ -137,6 +139,7 @@ class Audits:
             self.delivery_counts,
             self.archived_ranges,
             self.segments,
+            self.placements,
             self.pruning_cutoff,
             self.share_groups,
             self.share_partition_lag,
@@ -204,6 +207,7 @@ def audit(
         poison_messages=poison_messages(ranges),
         archived_messages=archived_messages(ranges),
         segments=segments,
+        placements=placements,
         pruning_cutoff=pruning_cutoff(placements, inputs.share_state_positions),
         findings=findings_table(inputs, per_record),
         share_groups=groups,

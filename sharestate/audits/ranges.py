@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -24,6 +23,9 @@ from sharestate.kafka.constants import ARCHIVED, SNAPSHOT, UPDATE
 REASON_DELIVERY_LIMIT: Final = "delivery_count_limit"
 REASON_BELOW_LIMIT: Final = "below_delivery_limit"
 REASON_NEVER_DELIVERED: Final = "never_delivered"
+#: The column (and the partition) of the range tables that says a range can no longer
+#: change.
+SETTLED: Final = "settled"
 
 
 def _seen() -> Column:
@@ -183,12 +185,14 @@ def archived_intervals(records: DataFrame) -> DataFrame:
 
 
 def _with_final_state(ranges: DataFrame, state: DataFrame) -> DataFrame:
-    """Add what the final state says about each range: still archived there, and whether
-    the share-partition's start offset has moved past it."""
+    """Add what the final state says about each range: still archived there, whether the
+    share-partition's start offset has moved past it, and whether it is settled (below
+    its share-partition's settle bound, `settle_bounds`: no later record can change it)."""
     final = state.select(
         *KEY,
         F.col("deleted").alias("share_partition_deleted"),
         F.col("effective_start_offset").alias("_eso"),
+        _settle_bound().alias("_bound"),
         F.filter("state_batches", lambda b: b["delivery_state"] == F.lit(ARCHIVED)).alias(
             "_archived"
         ),
@@ -211,7 +215,9 @@ def _with_final_state(ranges: DataFrame, state: DataFrame) -> DataFrame:
         .withColumn("offsets_still_in_state", F.when(deleted, F.lit(0)).otherwise(in_state))
         .withColumn("still_in_state", F.col("offsets_still_in_state") > 0)
         .withColumn("below_start_offset", F.when(~deleted, last < F.col("_eso")).cast("boolean"))
-        .drop("_eso", "_archived")
+        # last + 1 < bound, written so that Long.MAX_VALUE does not overflow.
+        .withColumn(SETTLED, F.coalesce(last < F.col("_bound") - 1, F.lit(False)))
+        .drop("_eso", "_archived", "_bound")
     )
 
 
@@ -252,9 +258,9 @@ def archived_ranges(
     return _with_final_state(remerged.unionByName(unchanged), state)
 
 
-def settle_bounds(state: DataFrame) -> DataFrame:
-    """Per share-partition of `state` (`_bound`): the offset below which its archived ranges
-    are settled. A live share-partition holds no batch below its start offset or its first
+def _settle_bound() -> Column:
+    """Of a state row: the offset below which its share-partition's archived ranges are
+    settled. A live share-partition holds no batch below its start offset or its first
     batch, whichever is lower, and Kafka writes none there while the start offset does not
     go back; so a range that ends two or more below that offset can neither be merged with
     a later interval (it would have to overlap or touch it) nor change what the final state
@@ -262,17 +268,26 @@ def settle_bounds(state: DataFrame) -> DataFrame:
     first_batch = F.array_min(F.transform("state_batches", lambda b: b["first_offset"]))
     live = ~F.coalesce(F.col("deleted"), F.lit(False))
     # `least` skips a null: a state without batches is bounded by its start offset.
-    return state.select(*KEY, F.when(live, F.least("start_offset", first_batch)).alias("_bound"))
+    return F.when(live, F.least("start_offset", first_batch))
+
+
+def settle_bounds(state: DataFrame) -> DataFrame:
+    """Per share-partition of `state` (`_bound`): the offset below which its archived ranges
+    are settled (`_settle_bound`)."""
+    return state.select(*KEY, _settle_bound().alias("_bound"))
 
 
 def refresh_scope(
     stored_state: DataFrame, new_state: DataFrame, new_records: DataFrame
 ) -> DataFrame:
-    """Per share-partition of `new_state` (its state after this run's `new_records`): the
-    settle bound of its stored state (`_old`, `settle_bounds`) and whether the records
-    reopen it (`_reopened`: a new interval below its stored bound, a bound that went back,
-    a deletion or re-creation). Its stored ranges that meet `refreshed` are those the new
-    records can change."""
+    """Per share-partition of `new_state` (its state after this run's `new_records`): whether
+    the records reopen it (`_reopened`: a new interval below its stored settle bound, a
+    bound that went back, a deletion or re-creation). The new records can change its stored
+    ranges that are not settled, and, when it is reopened, every one of them.
+
+    A stored range's columns, `settled` included, are those its share-partition's stored
+    state gives: every run that touches a share-partition computes its ranges that are not
+    settled again, and a settled one stays so while the bound does not go back."""
     old = settle_bounds(stored_state).withColumnRenamed("_bound", "_old")
     new = settle_bounds(new_state).withColumnRenamed("_bound", "_new")
     lowest = (
@@ -285,20 +300,7 @@ def refresh_scope(
         | (F.col("_new") < F.col("_old"))
         | F.coalesce(F.col("_lowest") < F.col("_old"), F.lit(False))
     )
-    return keys.select(*KEY, "_old", reopened.alias("_reopened"))
-
-
-def refreshed() -> Column:
-    """Of a stored range joined with its share-partition's `refresh_scope` row: whether the
-    new records can change it (its share-partition is reopened, or the range is not settled:
-    last + 1 >= old, written so that Long.MAX_VALUE does not overflow)."""
-    return F.col("_reopened") | (F.col("last_offset") >= F.col("_old") - 1)
-
-
-def refreshed_arrow() -> pc.Expression:
-    """`refreshed` as an Arrow expression, for stored ranges filtered on the driver before
-    they reach Spark (Kleene logic, as Spark's: a null bound counts only when reopened)."""
-    return pc.field("_reopened") | (pc.field("last_offset") >= pc.subtract(pc.field("_old"), 1))
+    return keys.select(*KEY, reopened.alias("_reopened"))
 
 
 def poison_messages(ranges: DataFrame) -> DataFrame:

@@ -30,8 +30,15 @@ from sharestate.io.changes import ExportFiles
 from sharestate.io.files import local_path
 
 CHECKPOINT_TABLE: Final = "_checkpoint"
-#: Bumped when what the checkpoint holds changes meaning; an older one means a full run.
-CHECKPOINT_FORMAT: Final = 2
+#: Every share-partition's placements (`audits.share_partition_placements`: a row per
+#: share-partition and `__share_group_state` partition), kept for the next incremental run:
+#: it reads them instead of rolling up every stored segment again, and replaces the rows of
+#: the share-partitions it touches.
+PLACEMENTS_TABLE: Final = "_placements"
+#: Bumped when what the checkpoint holds, or the layout of the tables an incremental run
+#: changes, changes meaning; an older one means a full run. 3: `PLACEMENTS_TABLE`, and the
+#: range tables partitioned by `settled`.
+CHECKPOINT_FORMAT: Final = 3
 CHECKPOINT_SCHEMA: Final = (
     "source string, partition int, first_offset bigint, max_offset bigint, rows bigint,"
     " state_version bigint, written_at timestamp, carried string,"
@@ -49,6 +56,11 @@ PER_RECORD_TABLES: Final = (
 #: default Delta keeps them on the first 32 columns, which made writing
 #: `share_state_records` measurably slower (the group id, topic id and layout are strings).
 PER_RECORD_STATS_COLUMNS: Final = ("source_partition", "source_offset", "source_timestamp")
+
+
+#: Tables partitioned by a column (set when a full run writes them): an incremental run
+#: reads and rewrites only the ranges that are not settled.
+PARTITION_COLUMNS: Final = {"poison_messages": ("settled",), "archived_messages": ("settled",)}
 
 
 def stats_columns(table: str) -> tuple[str, ...] | None:

@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sharestate.io.files import local_path
@@ -77,6 +77,10 @@ def is_local(path: str) -> bool:
     return urlparse(path).scheme in ("", "file")
 
 
+#: A partition of a table: (partition column, value).
+Partition = tuple[str, bool | int | str]
+
+
 class TableStore:
     """The Delta tables under `output` (one folder each)."""
 
@@ -88,8 +92,9 @@ class TableStore:
         #: The version each table was first read at: a DataFrame Spark reads lazily would
         #: otherwise see this run's own later commits when it is computed.
         self._read_versions: dict[str, int] = {}
-        #: Tables read on the driver, until the table changes: a run reads some twice.
-        self._on_driver: dict[str, pa.Table] = {}
+        #: Tables (or a partition of one) read on the driver, until the table changes: a
+        #: run reads some twice.
+        self._on_driver: dict[tuple[str, Partition | None], pa.Table] = {}
 
     def path(self, name: str) -> str:
         return f"{self.output}/{name}"
@@ -131,41 +136,30 @@ class TableStore:
         name: str,
         scope: DataFrame,
         on: Sequence[str],
-        where: Column | None = None,
-        where_arrow: pc.Expression | None = None,
+        partition: Partition | None = None,
     ) -> DataFrame:
-        """The rows of table `name` that, joined on the `on` columns with a row of `scope`
-        (and so given its other columns), meet `where` (if given); with the table's columns
-        only. `where_arrow` is `where` as an Arrow expression (of the table's flat columns
-        and `scope`'s): where the output is local, the table is read and filtered on the
-        driver, and only the matching rows go to Spark (those a run needs of a table that
-        grows with the history are few)."""
-        if (where is None) != (where_arrow is None):
-            raise ValueError("read_rows_matching: give both where and where_arrow, or neither")
+        """The rows of table `name` whose `on` columns equal those of a row of `scope`, with
+        the table's columns only; with `partition` (column, value), only that partition's.
+        Where the output is local, the table is read and filtered on the driver, and only
+        the matching rows go to Spark (those a run needs of a table that grows with the
+        history are few)."""
         if not self.local:
             table_df = self.read(name, small=False)
-            joined = table_df.join(scope, list(on), "inner")
-            if where is not None:
-                joined = joined.filter(where)
-            return joined.select(*table_df.columns)
-        table = self.read_arrow(name)
-        wanted = scope.toArrow()
+            if partition is not None:
+                table_df = table_df.filter(F.col(partition[0]) == F.lit(partition[1]))
+            return table_df.join(scope.select(*on).distinct(), list(on), "left_semi")
+        wanted = scope.select(*on).distinct().toArrow()
         if wanted.num_rows == 0:
-            return self.spark.createDataFrame(table.slice(0, 0))
+            return self.spark.createDataFrame(self._read_on_driver(name, partition).slice(0, 0))
+        table = self._read_on_driver(name, partition)
         types = {c: table.schema.field(c).type for c in on}
-        wanted = wanted.cast(
-            pa.schema([pa.field(f.name, types.get(f.name, f.type)) for f in wanted.schema])
-        )
-        # Joined with the flat columns and a row number only: Arrow's join does not carry
-        # every nested type along.
-        flat = [f.name for f in table.schema if not pa.types.is_nested(f.type)]
-        numbered = table.select(flat).append_column(
+        wanted = wanted.cast(pa.schema([pa.field(c, types[c]) for c in wanted.column_names]))
+        # Joined on the key columns and a row number only: Arrow's join does not carry every
+        # nested type along.
+        numbered = table.select(list(on)).append_column(
             "_row", pa.array(range(table.num_rows), pa.int64())
         )
-        rows = numbered.join(wanted, list(on), join_type="inner")
-        if where_arrow is not None:
-            rows = rows.filter(where_arrow)
-        found = rows.column("_row")
+        found = numbered.join(wanted, list(on), join_type="left semi").column("_row")
         return self.spark.createDataFrame(table.take(pc.take(found, pc.sort_indices(found))))
 
     def read_arrow(self, name: str) -> pa.Table:
@@ -174,27 +168,35 @@ class TableStore:
             return self._read_on_driver(name)
         return self.read(name, small=False).toArrow()
 
-    def _read_on_driver(self, name: str) -> pa.Table:
-        """The whole table through delta-rs, logged with the files and bytes it read (a run's
-        reads, like its commits, are part of what it costs); read again only once the table
-        changed."""
-        if name in self._on_driver:
-            return self._on_driver[name]
+    def _read_on_driver(self, name: str, partition: Partition | None = None) -> pa.Table:
+        """The whole table (or one `partition` of it) through delta-rs, logged with the files
+        and bytes it read (a run's reads, like its commits, are part of what it costs); read
+        again only once the table changed."""
+        if (name, partition) in self._on_driver:
+            return self._on_driver[name, partition]
         table = _delta_rs_table(self._local_path(name))
-        sizes = _file_sizes(table)
+        sizes = _file_sizes(table, partition)
+        where = "" if partition is None else f" (partition {partition[0]}={partition[1]})"
         log.info(
-            "%s: read v%d on the driver: %d file(s) %s (delta-rs)",
+            "%s: read v%d%s on the driver: %d file(s) %s (delta-rs)",
             name,
             table.version(),
+            where,
             len(sizes),
             _mib(sum(sizes.values())),
         )
-        self._on_driver[name] = table.to_pyarrow_table()
-        return self._on_driver[name]
+        filters = None if partition is None else [(partition[0], "=", partition[1])]
+        self._on_driver[name, partition] = table.to_pyarrow_table(filters=filters)
+        return self._on_driver[name, partition]
+
+    def _forget(self, name: str) -> None:
+        """Drop what was read of table `name` on the driver: it changes."""
+        for key in [key for key in self._on_driver if key[0] == name]:
+            del self._on_driver[key]
 
     def restore(self, name: str, version: int) -> None:
         """Put the table back as it was at `version` (a new commit)."""
-        self._on_driver.pop(name, None)
+        self._forget(name)
         if self.local:
             _delta_rs_table(self._local_path(name)).restore(version)
             return
@@ -204,7 +206,7 @@ class TableStore:
 
     def append(self, name: str, rows: DataFrame, *, row_count: int | None = None) -> Change:
         """Add `rows` to the table (one commit)."""
-        self._on_driver.pop(name, None)
+        self._forget(name)
         if self._through_spark(row_count):
             rows.write.format("delta").mode("append").save(self.path(name))
             return self._spark_change(name, "append")
@@ -218,7 +220,7 @@ class TableStore:
 
     def overwrite(self, name: str, rows: DataFrame) -> Change:
         """Replace every row of the table with `rows` (one commit)."""
-        self._on_driver.pop(name, None)
+        self._forget(name)
         if self._through_spark(None):
             rows.write.format("delta").mode("overwrite").save(self.path(name))
             return self._spark_change(name, "overwrite")
@@ -239,7 +241,7 @@ class TableStore:
         """Delete the stored rows whose `on` columns equal those of a row of `delete`, and
         insert `rows`, in one MERGE. `delete` holds the `on` columns only, each combination
         once (a stored row may match one of them at most)."""
-        self._on_driver.pop(name, None)
+        self._forget(name)
         source = _merge_source(rows, delete, on)
         condition = " AND ".join(f"t.`{c}` = s.`{c}`" for c in on) + f" AND s.{_OP} = 'delete'"
         insert = f"s.{_OP} = 'insert'"
@@ -358,9 +360,13 @@ def _table_files(path: str, version: int) -> dict[str, int]:
     return _file_sizes(DeltaTable(path, version=version))
 
 
-def _file_sizes(table: Any) -> dict[str, int]:
-    """The files of a delta-rs table (as loaded), with their sizes."""
+def _file_sizes(table: Any, partition: Partition | None = None) -> dict[str, int]:
+    """The files of a delta-rs table (as loaded), with their sizes; with `partition`, only
+    that partition's."""
     actions = pa.table(table.get_add_actions(flatten=True))
+    if partition is not None:
+        column, value = partition
+        actions = actions.filter(pc.field(f"partition.{column}") == pa.scalar(value))
     return dict(
         zip(
             actions.column("path").to_pylist(),

@@ -53,6 +53,7 @@ def write_table(
     replace_where: str | None = None,
     append: bool = False,
     stats_columns: Sequence[str] | None = None,
+    partition_by: Sequence[str] = (),
     keep_previous: bool = False,
 ) -> Written:
     """Replace the table at `path` (or, with `replace_where`, the Delta rows matching it; or,
@@ -66,12 +67,20 @@ def write_table(
     `stats_columns`: a Delta table this write creates keeps file statistics on these
     columns only (`delta.dataSkippingStatsColumns`); Delta applies table properties given
     to a writer only when it creates the table, so an existing table keeps its own.
+    `partition_by`: the table's partition columns (a Delta table replaced whole takes them).
     Timestamps are written as INT64 microseconds adjusted to UTC, in either format."""
     if append and replace_where is not None:
         raise ValueError("append and replace_where exclude each other")
     with parquet_timestamps_as_int64_micros(df.sparkSession):
         return _write_table(
-            df, path, output_format, replace_where, append, stats_columns, keep_previous
+            df,
+            path,
+            output_format,
+            replace_where,
+            append,
+            stats_columns,
+            partition_by,
+            keep_previous,
         )
 
 
@@ -82,10 +91,13 @@ def _write_table(
     replace_where: str | None,
     append: bool,
     stats_columns: Sequence[str] | None,
+    partition_by: Sequence[str],
     keep_previous: bool,
 ) -> Written:
     if output_format == "delta":
         writer = df.write.format("delta").mode("append" if append else "overwrite")
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
         if stats_columns:
             writer = writer.option("delta.dataSkippingStatsColumns", ",".join(stats_columns))
         if replace_where is not None:

@@ -37,8 +37,9 @@ from sharestate.audits import (
     share_partition_placements,
     share_partition_segments,
 )
-from sharestate.audits.ranges import refresh_scope, refreshed, refreshed_arrow
+from sharestate.audits.ranges import SETTLED, refresh_scope
 from sharestate.decode.columns import KEY
+from sharestate.io.checkpoint import PLACEMENTS_TABLE
 from sharestate.io.store import Change, TableStore
 from sharestate.job.cache import CacheScope
 from sharestate.replay import replay
@@ -229,11 +230,13 @@ def write_segments(increment: Increment) -> None:
     increment.placements = increment.keep(
         untouched.unionByName(share_partition_placements(increment.touched_segments))
     )
+    rows = increment.placements.join(touched, list(KEY), "left_semi")
+    increment.record(increment.store.replace(PLACEMENTS_TABLE, rows, touched, KEY))
 
 
 def write_ranges(increment: Increment) -> None:
     """poison_messages and archived_messages: the touched keys' stored ranges that the
-    increment can change (`refreshed`: those not settled, or of a reopened key) are
+    increment can change (those not settled, and every one of a reopened key) are
     merged with the new archived intervals and given their final-state columns again; the
     keys replayed again get their ranges anew from all their records. Only those stored
     ranges are read."""
@@ -243,11 +246,7 @@ def write_ranges(increment: Increment) -> None:
     scope = refresh_scope(increment.stored_state, ongoing_state, ongoing_records)
     if increment.again_count:
         # Every stored range of a key replayed again is replaced: the key counts as reopened.
-        scope = scope.unionByName(
-            increment.again.select(
-                *KEY, F.lit(None).cast("long").alias("_old"), F.lit(True).alias("_reopened")
-            )
-        )
+        scope = scope.unionByName(increment.again.select(*KEY, F.lit(True).alias("_reopened")))
     # Kept: both the new rows and the rows to remove are computed from it.
     removed = increment.keep(_stored_ranges(increment.store, increment.keep(scope)))
     refresh = removed.join(increment.ongoing, list(KEY), "left_semi")
@@ -280,11 +279,16 @@ def write_ranges(increment: Increment) -> None:
 
 def _stored_ranges(store: TableStore, scope: DataFrame) -> DataFrame:
     """The stored ranges (poison_messages with `reason`, and archived_messages) of the keys
-    of `scope` (`refresh_scope`) that the increment can change."""
+    of `scope` (`refresh_scope`) that the increment can change: those not settled, and
+    every one of a reopened key. The tables are partitioned by `settled`: the settled
+    ranges, nearly all of them, are read only for reopened keys (few, if any)."""
     on = list(KEY)
+    reopened = scope.filter(F.col("_reopened"))
 
     def read(name: str) -> DataFrame:
-        return store.read_rows_matching(name, scope, on, refreshed(), refreshed_arrow())
+        return store.read_rows_matching(name, scope, on, partition=(SETTLED, False)).unionByName(
+            store.read_rows_matching(name, reopened, on, partition=(SETTLED, True))
+        )
 
     poison = read("poison_messages").withColumn("reason", F.lit(REASON_DELIVERY_LIMIT))
     return poison.unionByName(read("archived_messages"))

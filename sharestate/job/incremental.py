@@ -28,11 +28,10 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sharestate.audits import share_partition_placements
 from sharestate.audits.findings.registry import Source
 from sharestate.decode import spark as spark_decode
 from sharestate.io.changes import ExportFiles, list_export
-from sharestate.io.checkpoint import CHECKPOINT_TABLE, Checkpoint
+from sharestate.io.checkpoint import CHECKPOINT_TABLE, PLACEMENTS_TABLE, Checkpoint
 from sharestate.io.files import detect_format, local_path, session_settings
 from sharestate.io.store import TableStore, is_local
 from sharestate.job.arrivals import Arrivals, read_arrivals
@@ -286,10 +285,8 @@ def _apply(
         backfill_positions=new.share_state.backfill_positions,
         stored_state=cache.keep(store.read("share_partition_state"), StorageLevel.MEMORY_AND_DISK),
         # Every share-partition's placements: the pruning cut-off and the wrong-partition
-        # check read them all; the segments they come from are not kept.
-        stored_placements=cache.checkpoint(
-            share_partition_placements(store.read("share_partition_segments"))
-        ),
+        # check read them all (a local relation where the output is local).
+        stored_placements=store.read(PLACEMENTS_TABLE),
         group_records=new.groups_decoded.records if new.groups_decoded is not None else None,
         written=written,
     )

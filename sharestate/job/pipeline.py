@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from sharestate.audits import AuditOptions, Audits, audit
 from sharestate.decode import spark as spark_decode
+from sharestate.io.checkpoint import PLACEMENTS_TABLE
 from sharestate.io.exports import (
     Export,
     count_rows,
@@ -84,6 +85,7 @@ class Results:
         out["poison_messages"] = self.poison_messages
         out["archived_messages"] = self.archived_messages
         out["share_partition_segments"] = self.share_partition_segments
+        out[PLACEMENTS_TABLE] = self._audited().placements
         out["pruning_cutoff"] = self.pruning_cutoff
         if self.share_groups is not None:
             out["share_groups"] = self.share_groups

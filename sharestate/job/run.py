@@ -25,6 +25,7 @@ from sharestate.errors import InputError
 from sharestate.io.changes import ExportFiles
 from sharestate.io.checkpoint import (
     CHECKPOINT_TABLE,
+    PARTITION_COLUMNS,
     Checkpoint,
     Extent,
     checkpoint_frame,
@@ -226,6 +227,7 @@ class _OutputTables:
             path,
             self.config.output_format,
             stats_columns=stats_columns(name),
+            partition_by=PARTITION_COLUMNS.get(name, ()),
             keep_previous=True,
         )
         self.done[path] = written

@@ -19,7 +19,7 @@ from types import ModuleType
 import pytest
 
 from sharestate.decode.columns import GROUP_RECORD_FIELDS, SHARE_STATE_DECODED_FIELDS
-from sharestate.io.checkpoint import CHECKPOINT_SCHEMA, CHECKPOINT_TABLE
+from sharestate.io.checkpoint import CHECKPOINT_SCHEMA, CHECKPOINT_TABLE, PLACEMENTS_TABLE
 from sharestate.io.readers import OUTPUT_TABLES
 from sharestate.job import cli
 from sharestate.job.summary_table import COLUMN_NAMES as RUN_SUMMARY_COLUMNS
@@ -123,7 +123,7 @@ def test_benchmark_results_are_complete_and_all_on_the_performance_page() -> Non
 
 def test_output_tables_page_names_every_table_and_column_the_code_defines() -> None:
     page = (DOCS / "output-tables.md").read_text(encoding="utf-8")
-    tables = {CHECKPOINT_TABLE, *OUTPUT_TABLES}
+    tables = {CHECKPOINT_TABLE, PLACEMENTS_TABLE, *OUTPUT_TABLES}
     columns = {
         *(field.name for field in SHARE_STATE_DECODED_FIELDS),
         *(field.name for field in GROUP_RECORD_FIELDS),
