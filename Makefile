@@ -10,7 +10,7 @@ OUT    := out
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SHARESTATE_JARS := $(abspath $(JARS))
 
-.PHONY: help setup run test test-jvm test-cluster lint fmt docs golden replay-corpus bench dist clean setup-kafka test-kafka
+.PHONY: help setup run test test-slow test-jvm test-cluster lint fmt docs golden replay-corpus bench dist clean setup-kafka test-kafka
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -60,6 +60,11 @@ docs: $(VENV)/.installed ## the documentation site (mkdocs, docs/) into site/; a
 
 test: setup setup-kafka lint docs test-jvm ## lint, build the docs, the Java tests, then every test (golden files are committed; Maven fetches the Kafka broker once)
 	$(PY) -m pytest -q
+
+# The slower variants of tests `make test` runs (--as-of twice more, Parquet output after a
+# failure, duplicated exports through the whole job): `make test` skips them, saying so.
+test-slow: setup ## the tests marked slow: variants of tests that `make test` runs (about 5 minutes)
+	SHARESTATE_SLOW=1 $(PY) -m pytest -q -rA -m slow
 
 # About 8 minutes on 2 cores (a standalone cluster, two whole runs on it): not part of `make test`,
 # whose pytest run skips it.

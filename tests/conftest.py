@@ -11,6 +11,20 @@ import pytest
 
 from tests.support.paths import GOLDEN, ROOT
 
+#: `make test-slow` sets it: the tests marked `slow` run only then.
+SLOW = os.environ.get("SHARESTATE_SLOW") == "1"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A `slow` test (a slower variant of one `make test` runs) is skipped, saying where it
+    runs, unless SHARESTATE_SLOW=1."""
+    if SLOW:
+        return
+    skip = pytest.mark.skip(reason="slow variant: runs in `make test-slow`")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:

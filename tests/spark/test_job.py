@@ -181,7 +181,11 @@ def _as_of_values(sample: Path) -> list[str | None]:
     return [None, str(offsets[len(offsets) // 2]), middle_time.isoformat()]
 
 
-@pytest.mark.parametrize("as_of_index", [0, 1, 2])
+# --as-of by offset and by time: `make test-slow` (the plain run stays in `make test`).
+@pytest.mark.parametrize(
+    "as_of_index",
+    [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)],
+)
 def test_written_tables_equal_computed_ones(
     spark: SparkSession, sample: Path, tmp_path: Path, as_of_index: int
 ) -> None:
@@ -208,6 +212,7 @@ def test_written_tables_equal_computed_ones(
         computed.unpersist()
 
 
+@pytest.mark.slow  # the decode's own test of the same (tests/spark/test_spark_decode.py) stays
 def test_duplicated_and_shuffled_exports_give_the_same_tables(
     spark: SparkSession, sample: Path, tmp_path: Path
 ) -> None:
@@ -252,7 +257,9 @@ def _table_rows(spark: SparkSession, output: Path, output_format: str) -> dict[s
     }
 
 
-@pytest.mark.parametrize("output_format", ["delta", "parquet"])
+@pytest.mark.parametrize(
+    "output_format", ["delta", pytest.param("parquet", marks=pytest.mark.slow)]
+)
 def test_a_failed_run_leaves_the_earlier_output_and_a_rerun_writes_it_again(
     spark: SparkSession,
     sample: Path,
