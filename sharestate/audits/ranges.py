@@ -283,7 +283,8 @@ def refresh_scope(
     """Per share-partition of `new_state` (its state after this run's `new_records`): whether
     the records reopen it (`_reopened`: a new interval below its stored settle bound, a
     bound that went back, a deletion or re-creation). The new records can change its stored
-    ranges that are not settled, and, when it is reopened, every one of them.
+    ranges that are not settled, and, when it is reopened, every one of them: its settled
+    ones too where it has any (`_settled_changes`).
 
     A stored range's columns, `settled` included, are those its share-partition's stored
     state gives: every run that touches a share-partition computes its ranges that are not
@@ -300,7 +301,13 @@ def refresh_scope(
         | (F.col("_new") < F.col("_old"))
         | F.coalesce(F.col("_lowest") < F.col("_old"), F.lit(False))
     )
-    return keys.select(*KEY, reopened.alias("_reopened"))
+    # A key without a stored bound (new, or deleted in its stored state) has no settled
+    # stored range: a deleted key's ranges are not settled.
+    return keys.select(
+        *KEY,
+        reopened.alias("_reopened"),
+        (reopened & F.col("_old").isNotNull()).alias("_settled_changes"),
+    )
 
 
 def poison_messages(ranges: DataFrame) -> DataFrame:

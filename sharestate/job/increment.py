@@ -246,7 +246,11 @@ def write_ranges(increment: Increment) -> None:
     scope = refresh_scope(increment.stored_state, ongoing_state, ongoing_records)
     if increment.again_count:
         # Every stored range of a key replayed again is replaced: the key counts as reopened.
-        scope = scope.unionByName(increment.again.select(*KEY, F.lit(True).alias("_reopened")))
+        scope = scope.unionByName(
+            increment.again.select(
+                *KEY, F.lit(True).alias("_reopened"), F.lit(True).alias("_settled_changes")
+            )
+        )
     # Kept: both the new rows and the rows to remove are computed from it.
     removed = increment.keep(_stored_ranges(increment.store, increment.keep(scope)))
     refresh = removed.join(increment.ongoing, list(KEY), "left_semi")
@@ -281,9 +285,10 @@ def _stored_ranges(store: TableStore, scope: DataFrame) -> DataFrame:
     """The stored ranges (poison_messages with `reason`, and archived_messages) of the keys
     of `scope` (`refresh_scope`) that the increment can change: those not settled, and
     every one of a reopened key. The tables are partitioned by `settled`: the settled
-    ranges, nearly all of them, are read only for reopened keys (few, if any)."""
+    ranges, nearly all of them, are read only for reopened keys that have some (few, if
+    any: a deleted share-partition, a start offset that went back)."""
     on = list(KEY)
-    reopened = scope.filter(F.col("_reopened"))
+    reopened = scope.filter(F.col("_settled_changes"))
 
     def read(name: str) -> DataFrame:
         return store.read_rows_matching(name, scope, on, partition=(SETTLED, False)).unionByName(
