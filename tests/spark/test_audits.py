@@ -495,6 +495,62 @@ def test_archived_below_the_limit_have_a_reason(hand: HandBuilt) -> None:
 
 
 @pytest.mark.spark
+def test_ranges_are_settled_two_or_more_below_where_the_state_begins(hand: HandBuilt) -> None:
+    """A's state begins at 110 (its start offset and first batch): 100-108 can no longer
+    change; 109 touches it, 110-112 and 120 are in it; a deleted share-partition's ranges
+    are not settled."""
+    settled = {
+        (r.group_id, r.topic_id, r.partition, r.first_offset): r.settled
+        for r in [*hand.poison, *hand.archived]
+    }
+    assert settled == {
+        (*A, 100): True,
+        (*A, 109): False,
+        (*A, 110): False,
+        (*A, 120): False,
+        (*E, 0): False,
+    }
+
+
+@pytest.mark.spark
+def test_only_reopened_keys_with_a_stored_bound_read_their_settled_ranges(
+    spark: SparkSession, fast_sql: None
+) -> None:
+    stored = _hand_state(spark)
+
+    def is_(k: tuple[str, str, int]) -> Any:
+        return (
+            (sf.col("group_id") == k[0])
+            & (sf.col("topic_id") == k[1])
+            & (sf.col("partition") == k[2])
+        )
+
+    new = (
+        stored.filter(is_(A) | is_(C) | is_(D) | is_(E))
+        # A goes on (its bound stays 110), D is deleted, E (deleted) starts again.
+        .withColumn("start_offset", sf.when(is_(A), 113).otherwise(sf.col("start_offset")))
+        .withColumn("deleted", is_(D))
+    )
+    brand_new = stored.filter(is_(B)).withColumn("partition", sf.lit(9))
+    # C gets an archived interval below its stored bound (its start offset, 50).
+    records = spark.createDataFrame(
+        [(0, 20, _ts(20), "update", *C, -1, None, [(40, 41, ARCHIVED, 5)])], RECORD_SCHEMA
+    )
+    scope = audits.ranges.refresh_scope(stored, new.unionByName(brand_new), records)
+    got = {
+        (r.group_id, r.topic_id, r.partition): (r._reopened, r._settled_changes)
+        for r in scope.collect()
+    }
+    assert got == {
+        A: (False, False),
+        C: (True, True),
+        D: (True, True),
+        E: (True, False),  # deleted when stored: its ranges are not settled
+        (B[0], B[1], 9): (True, False),  # new: no stored range
+    }
+
+
+@pytest.mark.spark
 def test_merge_ranges_joins_touching_and_nested_intervals(
     spark: SparkSession, fast_sql: None
 ) -> None:
