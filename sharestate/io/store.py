@@ -149,8 +149,9 @@ class TableStore:
                 table_df = table_df.filter(F.col(partition[0]) == F.lit(partition[1]))
             return table_df.join(scope.select(*on).distinct(), list(on), "left_semi")
         wanted = scope.select(*on).distinct().toArrow()
-        if wanted.num_rows == 0:
-            return self.spark.createDataFrame(self._read_on_driver(name, partition).slice(0, 0))
+        if wanted.num_rows == 0:  # no key asks: the table's schema, not its rows
+            schema = pa.schema(_delta_rs_table(self._local_path(name)).schema().to_arrow())
+            return self.spark.createDataFrame(schema.empty_table())
         table = self._read_on_driver(name, partition)
         types = {c: table.schema.field(c).type for c in on}
         wanted = wanted.cast(pa.schema([pa.field(c, types[c]) for c in wanted.column_names]))
