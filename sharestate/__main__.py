@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
+from sharestate.job.cli import run
 
-from sharestate.job.cli import main
-
-sys.exit(main())
+run()

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sharestate.job.options import add_replay_arguments, config_from_args
 
@@ -105,6 +106,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     return launch.run_guarded("sharestate", lambda: _replay(args))
 
 
+def run() -> NoReturn:
+    """The `sharestate` command as a process (the console script, `python -m sharestate`):
+    `main`, then the process ends through `launch.exit_process`."""
+    from sharestate.job import launch
+
+    try:
+        code = main()
+    except SystemExit as stop:  # argparse's --help, --version and usage errors
+        if isinstance(stop.code, str):
+            print(stop.code, file=sys.stderr)
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    except Exception:
+        traceback.print_exc()
+        code = 1
+    launch.exit_process(code)
+
+
 def _sample(args: argparse.Namespace) -> None:
     from sharestate.sample.exports import SampleSpec, write_sample
 
@@ -166,4 +184,4 @@ def _no_lock() -> Iterator[None]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

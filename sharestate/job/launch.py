@@ -9,10 +9,13 @@ runs without them.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
+import os
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from sharestate.errors import UsageError
 
@@ -123,3 +126,20 @@ def run_guarded(prog: str, work: Callable[[], int | None]) -> int:
         print(f"{prog}: error: {err}", file=sys.stderr, flush=True)
         return 2
     return code or 0
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the process with `code` once its exit handlers ran and its output is flushed,
+    without the interpreter's teardown: the native thread pools of delta-rs and Arrow can
+    abort it after a run that succeeded ("terminate called without an active exception",
+    exit -6; delta-rs issue 2184), which a scheduler reads as a failed run. A Spark driver
+    JVM the process started ends when its stdin closes, as after a normal exit."""
+    try:
+        atexit._run_exitfuncs()
+        logging.shutdown()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            # Closed, or a broken pipe: nothing more can be said.
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)

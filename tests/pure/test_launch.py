@@ -4,6 +4,8 @@ hands over, the console."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -117,3 +119,49 @@ def test_the_readmes_cluster_command_names_the_jars_set_up_puts_in_place() -> No
         jar.rsplit("/", 1)[-1] for jar in jars
     }
     assert submit[submit.index("--py-files") + 1] == "dist/sharestate.zip"
+
+
+_ENDS_THROUGH_EXIT_PROCESS = """
+import atexit, sys
+from sharestate.job import launch
+atexit.register(lambda: print("exit handler ran"))
+sys.stdout.write("not yet flushed; ")
+launch.exit_process(3)
+"""
+
+
+def test_the_command_ends_with_its_code_after_its_handlers_and_its_output() -> None:
+    # exit_process skips the interpreter's teardown (where native thread pools can abort a
+    # finished run): what the teardown would have done for us must happen before it.
+    ended = subprocess.run(
+        [sys.executable, "-c", _ENDS_THROUGH_EXIT_PROCESS],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert ended.returncode == 3, ended.stderr
+    assert ended.stdout == "not yet flushed; exit handler ran\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "says"),
+    [
+        (["--version"], 0, "sharestate "),
+        (["replay", "--no-such-option"], 2, "unrecognized arguments: --no-such-option"),
+    ],
+)
+def test_python_dash_m_sharestate_exits_with_the_commands_code(
+    argv: list[str], code: int, says: str
+) -> None:
+    ended = subprocess.run(
+        [sys.executable, "-m", "sharestate", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert ended.returncode == code, ended.stderr
+    assert says in ended.stdout + ended.stderr

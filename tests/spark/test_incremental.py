@@ -306,12 +306,7 @@ def test_a_killed_run_is_put_back_by_the_next(spark: SparkSession, tmp_path: Pat
 
 def _cli_in_child(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from sharestate.job import cli; sys.exit(cli.main(sys.argv[1:]))",
-            *args,
-        ],
+        [sys.executable, "-m", "sharestate", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
