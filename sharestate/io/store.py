@@ -17,6 +17,7 @@ other reads and changes, and so do other Delta readers.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -36,6 +37,12 @@ from sharestate.io.tables import delta_table_sql, read_table
 #: Rows above which a change goes through Spark's writer even for a local output: bringing
 #: them to the driver as Arrow would cost more than Spark's fixed cost per commit.
 DRIVER_ROWS_LIMIT: Final = 1_000_000
+#: A table is compacted once one of its partitions holds more than this many files smaller
+#: than COMPACT_TARGET_BYTES: each incremental run adds a file to the tables it appends to
+#: and to the settled ranges' partition, and a MERGE scans every file of its table.
+COMPACT_ABOVE_FILES: Final = 32
+#: The size compaction packs small files into (files this large or larger are left alone).
+COMPACT_TARGET_BYTES: Final = 16 * 2**20
 #: The marker column of `replace`'s MERGE source: which source rows delete, which insert.
 _OP: Final = "_sharestate_op"
 
@@ -272,6 +279,22 @@ class TableStore:
         )
         return self._delta_rs_change(name, "replace", metrics)
 
+    def compact(self, name: str) -> Change:
+        """Rewrite the table's small files into fewer (one commit) when a partition of it
+        holds more than COMPACT_ABOVE_FILES files smaller than COMPACT_TARGET_BYTES; else no
+        commit. The rows stay as they are, and so does their order within a partition.
+        Only where the output is local (delta-rs): elsewhere the platform's own compaction
+        (Delta's `OPTIMIZE`, auto compaction) applies."""
+        if not self.local:
+            return Change(table=name, operation="compact", version=None)
+        table = _delta_rs_table(self._local_path(name))
+        if max(_small_files_per_partition(table).values(), default=0) <= COMPACT_ABOVE_FILES:
+            return Change(table=name, operation="compact", version=None)
+        self._forget(name)
+        table.optimize.compact(target_size=COMPACT_TARGET_BYTES)
+        # A compaction adds and removes the same rows.
+        return dataclasses.replace(self._delta_rs_change(name, "compact"), rows_inserted=0)
+
     def _through_spark(self, row_count: int | None) -> bool:
         return not self.local or (row_count is not None and row_count > DRIVER_ROWS_LIMIT)
 
@@ -375,6 +398,19 @@ def _file_sizes(table: Any, partition: Partition | None = None) -> dict[str, int
             strict=True,
         )
     )
+
+
+def _small_files_per_partition(table: Any) -> dict[tuple[Any, ...], int]:
+    """How many files smaller than COMPACT_TARGET_BYTES each partition of a delta-rs table
+    holds (an unpartitioned table is one partition)."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    keys = [c for c in actions.column_names if c.startswith("partition.")]
+    small = actions.filter(pc.less(actions.column("size_bytes"), COMPACT_TARGET_BYTES))
+    counts: dict[tuple[Any, ...], int] = {}
+    for row in small.select(keys).to_pylist() if keys else [{}] * small.num_rows:
+        key = tuple(row.values())
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def _added_rows(path: str, version: int) -> int:

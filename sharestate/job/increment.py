@@ -281,6 +281,16 @@ def write_ranges(increment: Increment) -> None:
     increment.range_totals = _range_deltas(rows, removed)
 
 
+def compact_written(increment: Increment) -> None:
+    """Compact the tables this run changed where small files piled up (`TableStore.compact`):
+    a run appends a file to the per-record tables and to the settled ranges, so a schedule
+    of runs would otherwise make every later one read more files."""
+    for name in list(increment.written):
+        change = increment.store.compact(name)
+        if change.version is not None:
+            increment.record(change)
+
+
 def _stored_ranges(store: TableStore, scope: DataFrame) -> DataFrame:
     """The stored ranges (poison_messages with `reason`, and archived_messages) of the keys
     of `scope` (`refresh_scope`) that the increment can change: those not settled, and

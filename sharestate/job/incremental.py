@@ -39,6 +39,7 @@ from sharestate.job.cache import CacheScope
 from sharestate.job.config import JobConfig
 from sharestate.job.increment import (
     Increment,
+    compact_written,
     replay_increment,
     split_keys,
     write_history,
@@ -311,6 +312,7 @@ def _apply(
         stored_findings=stored_findings,
         backfilled=_backfilled(new),
     )
+    compact_written(increment)
     log.info("wrote the tables in %.1f s", time.monotonic() - started)
     return IncrementalRun(new, increment, audits, listings)
 

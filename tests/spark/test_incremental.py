@@ -20,10 +20,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
+from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from sharestate.audits.findings import PER_SHARE_PARTITION_RULES, FindingRule
+from sharestate.io import store as store_module
 from sharestate.io.lock import OutputLockedError, output_lock
 from sharestate.job import cli
 from sharestate.job.config import JobConfig
@@ -292,7 +294,7 @@ def test_a_killed_run_is_put_back_by_the_next(spark: SparkSession, tmp_path: Pat
     output = tmp_path / "out"
     _run(spark, export, output, "incremental")
     # A run killed after some commits: rows in two tables the checkpoint does not cover.
-    from deltalake import DeltaTable, write_deltalake
+    from deltalake import write_deltalake
 
     for name in ("share_state_records", "findings"):
         table = DeltaTable(str(output / name)).to_pyarrow_table()
@@ -300,6 +302,35 @@ def test_a_killed_run_is_put_back_by_the_next(spark: SparkSession, tmp_path: Pat
     _write(export / "s", "b.parquet", state.filter(pc.invert(half)))
     summary = _run(spark, export, output, "incremental")
     assert summary["mode"] == "incremental"
+    _run(spark, export, tmp_path / "full", "full")
+    _assert_same_tables(spark, output, tmp_path / "full")
+
+
+@pytest.mark.spark
+def test_runs_that_compact_their_tables_end_as_one_full_run(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Any partition with two small files is compacted: the runs after the first compact.
+    monkeypatch.setattr(store_module, "COMPACT_ABOVE_FILES", 1)
+    state, offsets = generate(SampleSpec(records=600, share_partitions=12, records_per_snapshot=4))
+    offset = state.column("offset")
+    export, output = tmp_path / "export", tmp_path / "out"
+    _write(export / "o", "a.parquet", offsets)
+    for name, low, high in (("a", 0, 15), ("b", 15, 30), ("c", 30, None)):
+        arrived = pc.greater_equal(offset, low)
+        if high is not None:
+            arrived = pc.and_(arrived, pc.less(offset, high))
+        _write(export / "s", f"{name}.parquet", state.filter(arrived))
+        _run(spark, export, output, "incremental")
+    compacted = [
+        name
+        for name in _tables(output)
+        if any(
+            commit["operation"] == "OPTIMIZE" for commit in DeltaTable(str(output / name)).history()
+        )
+    ]
+    assert "share_state_records" in compacted
+    assert len(DeltaTable(str(output / "share_state_records")).file_uris()) == 1
     _run(spark, export, tmp_path / "full", "full")
     _assert_same_tables(spark, output, tmp_path / "full")
 

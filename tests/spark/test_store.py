@@ -1,0 +1,80 @@
+"""The output's tables as an incremental run changes them (`sharestate.io.store`): small
+files compacted once they pile up, rows kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import SparkSession
+
+from sharestate.io import store as store_module
+from sharestate.io.store import COMPACT_ABOVE_FILES, COMPACT_TARGET_BYTES, TableStore
+from tests.support.paths import ROOT
+
+
+def _appended(path: Path, settled: list[bool]) -> None:
+    """A table partitioned by `settled`, one append (one file) per entry of `settled`."""
+    for number, flag in enumerate(settled):
+        rows = pa.table(
+            {
+                "first_offset": pa.array([3 * number, 3 * number + 1, 3 * number + 2], pa.int64()),
+                "settled": pa.array([flag] * 3),
+            }
+        )
+        write_deltalake(str(path), rows, mode="append", partition_by=["settled"])
+
+
+def _partition(path: Path, settled: bool) -> list[int]:
+    table = DeltaTable(str(path)).to_pyarrow_table(filters=[("settled", "=", settled)])
+    return list(table.column("first_offset").to_pylist())
+
+
+@pytest.mark.spark
+def test_a_partition_with_too_many_small_files_is_compacted_rows_and_order_kept(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    settled_files = COMPACT_ABOVE_FILES + 1
+    _appended(tmp_path / "ranges", [True] * settled_files + [False, False])
+    before = {flag: _partition(tmp_path / "ranges", flag) for flag in (True, False)}
+    version = DeltaTable(str(tmp_path / "ranges")).version()
+
+    change = TableStore(spark, str(tmp_path)).compact("ranges")
+
+    assert change.version == version + 1
+    assert change.files_read == settled_files + 2  # the other partition's small files too
+    assert change.files_written == 2  # one per partition
+    assert (change.rows_inserted, change.rows_deleted) == (0, 0)
+    assert len(DeltaTable(str(tmp_path / "ranges")).file_uris()) == 2
+    assert {flag: _partition(tmp_path / "ranges", flag) for flag in (True, False)} == before
+
+
+@pytest.mark.spark
+def test_no_partition_over_the_limit_no_commit(spark: SparkSession, tmp_path: Path) -> None:
+    # Many files in all, but no partition holds more than the limit.
+    _appended(tmp_path / "ranges", [True, False] * COMPACT_ABOVE_FILES)
+    version = DeltaTable(str(tmp_path / "ranges")).version()
+
+    change = TableStore(spark, str(tmp_path)).compact("ranges")
+
+    assert change.version is None
+    assert DeltaTable(str(tmp_path / "ranges")).version() == version
+
+
+@pytest.mark.spark
+def test_files_at_the_target_size_are_not_small(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _appended(tmp_path / "ranges", [True] * (COMPACT_ABOVE_FILES + 1))
+    monkeypatch.setattr(store_module, "COMPACT_TARGET_BYTES", 1)  # every file is as large
+    assert TableStore(spark, str(tmp_path)).compact("ranges").version is None
+
+
+def test_the_docs_give_the_limits_the_code_compacts_at() -> None:
+    text = " ".join((ROOT / "docs" / "incremental.md").read_text(encoding="utf-8").split())
+    limits = (
+        f"more than {COMPACT_ABOVE_FILES} files smaller than {COMPACT_TARGET_BYTES // 2**20} MiB"
+    )
+    assert limits in text
