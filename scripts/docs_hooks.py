@@ -341,6 +341,11 @@ COLUMNS: Final[dict[str, tuple[str, list[Column]]]] = {
             ("full / 100,000 new", _ratio("ratios", "full_run_over_large_increment", suffix="x")),
             ("10,000 new, history / 4", _seconds("seconds", "small_increment_on_small_history")),
             ("growth", _ratio("ratios", "small_increment_history_growth", suffix="x")),
+            ("10,000 new, median of turns", _seconds("seconds", "small_increment_median")),
+            (
+                "growth, medians",
+                _ratio("ratios", "small_increment_history_growth_median", suffix="x"),
+            ),
             ("fresh: nothing new", _seconds("seconds", "fresh_nothing_new")),
             ("fresh: 10,000 new", _seconds("seconds", "fresh_small_increment")),
         ],
