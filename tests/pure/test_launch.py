@@ -14,6 +14,7 @@ from sharestate.job.config import build_config, read_config_file
 from sharestate.job.launch import session_defaults
 from sharestate.job.session import read_spark_defaults, spark_conf_files
 from sharestate.sample.exports import SampleSpec
+from tests.support.cli import run_sharestate
 from tests.support.documented import fenced_block, shell_commands
 from tests.support.paths import ROOT
 
@@ -155,13 +156,6 @@ def test_the_command_ends_with_its_code_after_its_handlers_and_its_output() -> N
 def test_python_dash_m_sharestate_exits_with_the_commands_code(
     argv: list[str], code: int, says: str
 ) -> None:
-    ended = subprocess.run(
-        [sys.executable, "-m", "sharestate", *argv],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-        check=False,
-    )
+    ended = run_sharestate(*argv, timeout=60)
     assert ended.returncode == code, ended.stderr
     assert says in ended.stdout + ended.stderr

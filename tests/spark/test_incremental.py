@@ -32,6 +32,7 @@ from sharestate.job.config import JobConfig
 from sharestate.job.run import main
 from sharestate.kafka.records import decode_share_state
 from sharestate.sample.exports import SampleSpec, generate
+from tests.support.cli import run_sharestate
 from tests.support.paths import ROOT
 
 #: Written by every run with its own time: compared apart.
@@ -267,7 +268,7 @@ def test_nothing_new_writes_nothing(
     assert _history_versions(output) == before  # not one commit on any table
     assert not any(m.startswith("wrote ") for m in caplog.messages)
     # The command line tells it before starting Spark (no session is built).
-    code = _cli_in_child(
+    code = run_sharestate(
         "replay",
         "--share-state",
         str(tmp_path / "export" / "s"),
@@ -335,17 +336,6 @@ def test_runs_that_compact_their_tables_end_as_one_full_run(
     _assert_same_tables(spark, output, tmp_path / "full")
 
 
-def _cli_in_child(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sharestate", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-        check=False,
-    )
-
-
 _HOLD_THE_LOCK = """
 import sys, time
 from sharestate.io.lock import output_lock
@@ -373,7 +363,7 @@ def test_a_second_run_on_the_same_output_stops_at_once(
         assert cli.main(replay) == 2
         error = capsys.readouterr().err.strip().splitlines()
         assert len(error) == 1 and f"another run (process {holder.pid} on" in error[0], error
-        child = _cli_in_child(*replay)
+        child = run_sharestate(*replay)
         assert child.returncode == 2
         assert "is writing there" in child.stderr.strip().splitlines()[-1]
     finally:
