@@ -288,7 +288,7 @@ class TableStore:
         if not self.local:
             return Change(table=name, operation="compact", version=None)
         table = _delta_rs_table(self._local_path(name))
-        if max(_small_files_per_partition(table).values(), default=0) <= COMPACT_ABOVE_FILES:
+        if max(_small_files_per_partition(table), default=0) <= COMPACT_ABOVE_FILES:
             return Change(table=name, operation="compact", version=None)
         self._forget(name)
         table.optimize.compact(target_size=COMPACT_TARGET_BYTES)
@@ -400,17 +400,16 @@ def _file_sizes(table: Any, partition: Partition | None = None) -> dict[str, int
     )
 
 
-def _small_files_per_partition(table: Any) -> dict[tuple[Any, ...], int]:
+def _small_files_per_partition(table: Any) -> list[int]:
     """How many files smaller than COMPACT_TARGET_BYTES each partition of a delta-rs table
     holds (an unpartitioned table is one partition)."""
     actions = pa.table(table.get_add_actions(flatten=True))
-    keys = [c for c in actions.column_names if c.startswith("partition.")]
     small = actions.filter(pc.less(actions.column("size_bytes"), COMPACT_TARGET_BYTES))
-    counts: dict[tuple[Any, ...], int] = {}
-    for row in small.select(keys).to_pylist() if keys else [{}] * small.num_rows:
-        key = tuple(row.values())
-        counts[key] = counts.get(key, 0) + 1
-    return counts
+    keys = [c for c in small.column_names if c.startswith("partition.")]
+    if not keys:
+        return [small.num_rows]
+    counts = small.group_by(keys).aggregate([([], "count_all")])
+    return list(counts.column("count_all").to_pylist())
 
 
 def _added_rows(path: str, version: int) -> int:
