@@ -39,9 +39,13 @@ class CacheScope:
             self._held.append(tee)
 
     def release(self) -> None:
-        """Unpersist everything kept, in the order it was kept."""
+        """Unpersist everything kept, the latest kept first. A kept result is often computed
+        from an earlier one; Spark rebuilds the plan of every cached result that contains
+        one being unpersisted and has not been computed (evicted, or never read), and that
+        rebuild analyses its tables again, which fails where the run changed a table's
+        schema since. Latest first, no result kept here is left to be rebuilt."""
         held, self._held = self._held, []
-        for each in held:
+        for each in reversed(held):
             each.unpersist()
 
     def __enter__(self) -> CacheScope:
