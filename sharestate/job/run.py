@@ -61,6 +61,7 @@ from sharestate.job.pipeline import (
     replay_decoded,
 )
 from sharestate.job.preflight import check_before_work
+from sharestate.job.side_by_side import run_side_by_side
 from sharestate.job.summary import (
     engine_summary,
     format_summary,
@@ -312,10 +313,12 @@ def _incremental(
             )
             if run is None:
                 return _nothing_new(config, checkpoint)
-            summary, totals = _incremental_summary(run, checkpoint)
+            summary, totals, extents = _incremental_summary(run, checkpoint)
             summary["engine"] = engine_summary(engine)
             summary["delivery_count_limit"] = config.delivery_count_limit
-            _finish_incremental(spark, config, store, checkpoint, run, summary, totals, written)
+            _finish_incremental(
+                spark, config, store, checkpoint, run, summary, totals, extents, written
+            )
         except BaseException:
             _put_back(store, checkpoint, written)
             raise
@@ -333,26 +336,34 @@ def _nothing_new(config: JobConfig, checkpoint: Checkpoint) -> dict[str, Any]:
 
 def _incremental_summary(
     run: IncrementalRun, checkpoint: Checkpoint
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[int, Extent]]]:
+    """The run's summary, the new running totals and the new exported extents."""
     new, increment, audits = run.new, run.increment, run.audits
     decoded = {"share_state": (new.state_decoded.records, new.state_decoded.quarantine)}
     if new.groups_decoded is not None:
         decoded["consumer_offsets"] = (new.groups_decoded.records, new.groups_decoded.quarantine)
-    summary, totals = incremental_summary(
-        arrivals=dict(new.arrivals()),
-        decoded=decoded,
-        state=increment.state,
-        quarantine_kinds=audits.quarantine_kinds,
-        range_changes=increment.range_totals,
-        findings=audits.findings,
-        pruning_cutoff=audits.pruning_cutoff,
-        share_groups=audits.share_groups,
-        share_partition_lag=audits.share_partition_lag,
-        previous=dict(checkpoint.totals),
+    # Small Spark jobs each: side by side.
+    (summary, totals), latest_group_record, extents = run_side_by_side(
+        [
+            lambda: incremental_summary(
+                arrivals=dict(new.arrivals()),
+                decoded=decoded,
+                state=increment.state,
+                quarantine_kinds=audits.quarantine_kinds,
+                range_changes=increment.range_totals,
+                findings=audits.findings,
+                pruning_cutoff=audits.pruning_cutoff,
+                share_groups=audits.share_groups,
+                share_partition_lag=audits.share_partition_lag,
+                previous=dict(checkpoint.totals),
+            ),
+            lambda: _latest_group_record(
+                checkpoint.totals.get("consumer_offsets_end"), increment.group_records
+            ),
+            lambda: _extents_after(run, checkpoint),
+        ]
     )
-    totals["consumer_offsets_end"] = _latest_group_record(
-        checkpoint.totals.get("consumer_offsets_end"), increment.group_records
-    )
+    totals["consumer_offsets_end"] = latest_group_record
     summary["changes"] = [
         {
             "table": c.table,
@@ -367,7 +378,21 @@ def _incremental_summary(
         }
         for c in increment.changes
     ]
-    return summary, totals
+    return summary, totals, extents
+
+
+def _extents_after(run: IncrementalRun, checkpoint: Checkpoint) -> dict[str, dict[int, Extent]]:
+    """The exported extents of each input: the checkpoint's widened by this run's rows."""
+    extents = {source: dict(parts) for source, parts in checkpoint.extents.items()}
+    quarantine = run.new.quarantine()
+    new_records = {"share_state": run.new.state_decoded.records}
+    if run.new.groups_decoded is not None:
+        new_records["consumer_offsets"] = run.new.groups_decoded.records
+    for source, records in new_records.items():
+        for partition, extent in _position_extents(records, quarantine, source).items():
+            before = extents.setdefault(source, {}).get(partition)
+            extents[source][partition] = extent if before is None else before.widened(extent)
+    return extents
 
 
 def _latest_group_record(stored: str | None, group_records: DataFrame | None) -> str | None:
@@ -389,6 +414,7 @@ def _finish_incremental(
     run: IncrementalRun,
     summary: dict[str, Any],
     totals: dict[str, Any],
+    extents: dict[str, dict[int, Extent]],
     written: list[str],
 ) -> None:
     """The run summary and the new checkpoint, last."""
@@ -401,15 +427,6 @@ def _finish_incremental(
         version = store.version(name)
         if version is not None:
             versions[name] = version
-    extents = {source: dict(parts) for source, parts in checkpoint.extents.items()}
-    quarantine = run.new.quarantine()
-    new_records = {"share_state": run.new.state_decoded.records}
-    if run.new.groups_decoded is not None:
-        new_records["consumer_offsets"] = run.new.groups_decoded.records
-    for source, records in new_records.items():
-        for partition, extent in _position_extents(records, quarantine, source).items():
-            before = extents.setdefault(source, {}).get(partition)
-            extents[source][partition] = extent if before is None else before.widened(extent)
     written.append(CHECKPOINT_TABLE)
     new_checkpoint = Checkpoint(
         extents=extents,

@@ -14,13 +14,14 @@ import os
 from typing import Any
 from urllib.parse import urlparse
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from sharestate.audits import REASON_DELIVERY_LIMIT, SEVERITIES
 from sharestate.decode.columns import KEY
 from sharestate.io.exports import count_rows
 from sharestate.job.pipeline import Results
+from sharestate.job.side_by_side import run_side_by_side
 
 # The `run_summary` table's row (typed columns beside the JSON) is its own module's.
 from sharestate.job.summary_table import summary_table as summary_table
@@ -420,18 +421,32 @@ def incremental_summary(
     state-sized tables themselves. Returns the summary and the new running totals.
 
     `arrivals`: input -> `Arrivals`; `decoded`: input -> (records, quarantine)."""
-    inputs, run_totals, record_types = _incremental_inputs(arrivals, decoded, previous)
-    kinds = _kinds(quarantine_kinds)
+    # Each count is a small Spark job or two: they run side by side.
+    (inputs, run_totals, record_types), kinds, keys, finding_counts, pruning, groups, lag = (
+        run_side_by_side(
+            [
+                lambda: _incremental_inputs(arrivals, decoded, previous),
+                lambda: _kinds(quarantine_kinds),
+                lambda: _state_keys(state),
+                lambda: _finding_counts(findings),
+                lambda: _pruning_counts(pruning_cutoff),
+                lambda: _share_groups_and_counts(share_groups),
+                lambda: (
+                    _lag_counts(share_partition_lag) if share_partition_lag is not None else None
+                ),
+            ]
+        )
+    )
     by_kind: dict[str, int] = {}
     for kind in kinds:
         by_kind[str(kind[1])] = by_kind.get(str(kind[1]), 0) + int(kind[2])
-    summary = _replay_counts(state, record_types, previous)
+    summary = _replay_counts(keys, record_types, previous)
     summary = {"inputs": inputs, **summary}
-    if "groups" in record_types and share_groups is not None:
+    if "groups" in record_types and groups is not None:
         before = previous.get("share_group_records", {}).get("by_record_type", {})
         summary["share_group_records"] = {
             "by_record_type": _added(before, record_types["groups"]),
-            "share_groups": share_groups.count(),
+            "share_groups": groups[0],
         }
     summary["quarantine"] = {
         "rows": sum(by_kind.values()),
@@ -442,13 +457,12 @@ def incremental_summary(
         before_range = ranges.get(reason, [0, 0])
         ranges[reason] = [before_range[0] + count, before_range[1] + offsets]
     summary.update(_ranges_summary(ranges))
-    summary["findings"] = _finding_counts(findings)
-    pruning = _pruning_counts(pruning_cutoff)
+    summary["findings"] = finding_counts
     if pruning is not None:
         summary["pruning_cutoff"] = pruning
-    if share_groups is not None and (groups := _share_group_counts(share_groups)) is not None:
-        summary["share_groups"] = groups
-    if share_partition_lag is not None and (lag := _lag_counts(share_partition_lag)) is not None:
+    if groups is not None and groups[1] is not None:
+        summary["share_groups"] = groups[1]
+    if lag is not None:
         summary["lag"] = lag
     totals: dict[str, Any] = {
         "inputs": run_totals,
@@ -513,15 +527,28 @@ def _incremental_inputs(
     return inputs, run_totals, record_types
 
 
-def _replay_counts(
-    state: DataFrame, record_types: dict[str, dict[str, int]], previous: dict[str, Any]
-) -> dict[str, Any]:
-    """share_state_records' counts (the running totals plus this run's) and the state's."""
-    keys = state.agg(
+def _state_keys(state: DataFrame) -> Row | None:
+    """The state's share-partitions, groups and deleted share-partitions."""
+    return state.agg(
         F.count(F.lit(1)).alias("keys"),
         F.countDistinct("group_id").alias("groups"),
         F.count(F.when(F.col("deleted"), 1)).alias("deleted"),
     ).first()
+
+
+def _share_groups_and_counts(
+    share_groups: DataFrame | None,
+) -> tuple[int, dict[str, int] | None] | None:
+    if share_groups is None:
+        return None
+    return share_groups.count(), _share_group_counts(share_groups)
+
+
+def _replay_counts(
+    keys: Row | None, record_types: dict[str, dict[str, int]], previous: dict[str, Any]
+) -> dict[str, Any]:
+    """share_state_records' counts (the running totals plus this run's) and the state's
+    (`keys`: `_state_keys`)."""
     previous_records = previous.get("share_state_records", {})
     return {
         "share_state_records": {
