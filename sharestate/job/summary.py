@@ -430,7 +430,7 @@ def incremental_summary(
                 lambda: _state_keys(state),
                 lambda: _finding_counts(findings),
                 lambda: _pruning_counts(pruning_cutoff),
-                lambda: _share_groups_and_counts(share_groups),
+                lambda: _share_group_counts(share_groups) if share_groups is not None else None,
                 lambda: (
                     _lag_counts(share_partition_lag) if share_partition_lag is not None else None
                 ),
@@ -446,7 +446,7 @@ def incremental_summary(
         before = previous.get("share_group_records", {}).get("by_record_type", {})
         summary["share_group_records"] = {
             "by_record_type": _added(before, record_types["groups"]),
-            "share_groups": groups[0],
+            "share_groups": groups["groups"],
         }
     summary["quarantine"] = {
         "rows": sum(by_kind.values()),
@@ -460,8 +460,8 @@ def incremental_summary(
     summary["findings"] = finding_counts
     if pruning is not None:
         summary["pruning_cutoff"] = pruning
-    if groups is not None and groups[1] is not None:
-        summary["share_groups"] = groups[1]
+    if groups is not None:
+        summary["share_groups"] = groups
     if lag is not None:
         summary["lag"] = lag
     totals: dict[str, Any] = {
@@ -534,14 +534,6 @@ def _state_keys(state: DataFrame) -> Row | None:
         F.countDistinct("group_id").alias("groups"),
         F.count(F.when(F.col("deleted"), 1)).alias("deleted"),
     ).first()
-
-
-def _share_groups_and_counts(
-    share_groups: DataFrame | None,
-) -> tuple[int, dict[str, int] | None] | None:
-    if share_groups is None:
-        return None
-    return share_groups.count(), _share_group_counts(share_groups)
 
 
 def _replay_counts(
