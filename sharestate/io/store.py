@@ -199,7 +199,8 @@ class TableStore:
 
     def _forget(self, name: str) -> None:
         """Drop what was read of table `name` on the driver: it changes."""
-        for key in [key for key in self._on_driver if key[0] == name]:
+        # A copy of the keys: steps run side by side read other tables meanwhile.
+        for key in [key for key in list(self._on_driver) if key[0] == name]:
             del self._on_driver[key]
 
     def restore(self, name: str, version: int) -> None:

@@ -42,6 +42,7 @@ from sharestate.decode.columns import KEY
 from sharestate.io.checkpoint import PLACEMENTS_TABLE
 from sharestate.io.store import Change, TableStore
 from sharestate.job.cache import CacheScope
+from sharestate.job.side_by_side import run_side_by_side
 from sharestate.replay import replay
 
 log = logging.getLogger("sharestate")
@@ -224,14 +225,21 @@ def write_segments(increment: Increment) -> None:
         ).distinct()
     # Kept: the rows written, the per-share-partition findings and the placements read it.
     increment.touched_segments = increment.keep(segments)
-    rows = increment.touched_segments.join(changed, list(SEGMENT_KEY), "left_semi")
-    increment.record(increment.store.replace("share_partition_segments", rows, delete, SEGMENT_KEY))
-    untouched = increment.stored_placements.join(touched, list(KEY), "left_anti")
-    increment.placements = increment.keep(
-        untouched.unionByName(share_partition_placements(increment.touched_segments))
-    )
-    rows = increment.placements.join(touched, list(KEY), "left_semi")
-    increment.record(increment.store.replace(PLACEMENTS_TABLE, rows, touched, KEY))
+
+    def write_changed_segments() -> None:
+        rows = increment.touched_segments.join(changed, list(SEGMENT_KEY), "left_semi")
+        change = increment.store.replace("share_partition_segments", rows, delete, SEGMENT_KEY)
+        increment.record(change)
+
+    def write_placements() -> None:
+        untouched = increment.stored_placements.join(touched, list(KEY), "left_anti")
+        increment.placements = increment.keep(
+            untouched.unionByName(share_partition_placements(increment.touched_segments))
+        )
+        rows = increment.placements.join(touched, list(KEY), "left_semi")
+        increment.record(increment.store.replace(PLACEMENTS_TABLE, rows, touched, KEY))
+
+    run_side_by_side([write_changed_segments, write_placements])
 
 
 def write_ranges(increment: Increment) -> None:
@@ -262,21 +270,27 @@ def write_ranges(increment: Increment) -> None:
     poison = F.col("reason") == REASON_DELIVERY_LIMIT
     identity = list(RANGE_IDENTITY)
     poison_identity = [c for c in identity if c != "reason"]
-    increment.record(
-        increment.store.replace(
-            "poison_messages",
-            poison_messages(rows),
-            removed.filter(poison).select(*poison_identity).distinct(),
-            poison_identity,
-        )
-    )
-    increment.record(
-        increment.store.replace(
-            "archived_messages",
-            archived_messages(rows),
-            removed.filter(~poison).select(*identity).distinct(),
-            identity,
-        )
+    store = increment.store
+    # Each change recorded as it commits: a run that fails puts back what was committed.
+    run_side_by_side(
+        [
+            lambda: increment.record(
+                store.replace(
+                    "poison_messages",
+                    poison_messages(rows),
+                    removed.filter(poison).select(*poison_identity).distinct(),
+                    poison_identity,
+                )
+            ),
+            lambda: increment.record(
+                store.replace(
+                    "archived_messages",
+                    archived_messages(rows),
+                    removed.filter(~poison).select(*identity).distinct(),
+                    identity,
+                )
+            ),
+        ]
     )
     increment.range_totals = _range_deltas(rows, removed)
 

@@ -37,6 +37,7 @@ from sharestate.io.checkpoint import Checkpoint, Extent
 from sharestate.io.exports import read_end_offsets
 from sharestate.job.config import JobConfig
 from sharestate.job.increment import Increment
+from sharestate.job.side_by_side import run_side_by_side
 
 SHARE_STATE = Source.SHARE_STATE.value
 CONSUMER_OFFSETS = Source.CONSUMER_OFFSETS.value
@@ -124,7 +125,20 @@ class AuditTables:
     quarantine_kinds: DataFrame
 
 
-def write_audits(
+@dataclass(frozen=True)
+class AuditInputs:
+    """What pruning_cutoff and findings read besides the per-key steps' results: this run's
+    exported positions of `__share_group_state`, its gaps after the run, the quarantine's
+    counts, and the share groups and lag (written already)."""
+
+    positions: DataFrame
+    gaps: DataFrame
+    kinds: DataFrame
+    groups: DataFrame | None
+    lag: DataFrame | None
+
+
+def prepare_audits(
     increment: Increment,
     config: JobConfig,
     checkpoint: Checkpoint,
@@ -132,11 +146,10 @@ def write_audits(
     quarantine: DataFrame,
     group_records: DataFrame | None,
     stored_findings: DataFrame,
-    backfilled: DataFrame,
-) -> AuditTables:
-    """Bring pruning_cutoff, share_groups, share_partition_lag and findings up to date.
-    `backfilled`: source, source_partition, source_offset of the rows that arrived below
-    the checkpoint."""
+) -> AuditInputs:
+    """Bring share_groups and share_partition_lag up to date, and compute what the other
+    audit tables read that no per-key step changes: it needs the replay's state, not the
+    segments or ranges, so it runs beside their steps."""
     spark = increment.store.spark
     positions = increment.keep(exported_positions(increment.records, quarantine, SHARE_STATE))
     gaps = increment.keep(
@@ -149,24 +162,45 @@ def write_audits(
             )
         )
     )
-    pruning = _write_pruning(increment, positions, gaps)
     groups = _write_groups(increment, group_records)
     lag = _write_lag(increment, config)
     kinds = increment.keep(_quarantine_kinds(spark, checkpoint, quarantine))
-    findings = _write_findings(
-        increment,
-        config,
-        checkpoint,
-        stored_findings=stored_findings,
-        gaps=gaps,
-        kinds=kinds,
-        backfilled=backfilled,
-        quarantine=quarantine,
-        group_records=group_records,
-        groups=groups,
-        lag=lag,
+    return AuditInputs(positions, gaps, kinds, groups, lag)
+
+
+def write_audits(
+    increment: Increment,
+    config: JobConfig,
+    checkpoint: Checkpoint,
+    prepared: AuditInputs,
+    *,
+    quarantine: DataFrame,
+    group_records: DataFrame | None,
+    stored_findings: DataFrame,
+    backfilled: DataFrame,
+) -> AuditTables:
+    """Bring pruning_cutoff and findings up to date, side by side (each reads the
+    placements, and changes only its own table). `backfilled`: source, source_partition,
+    source_offset of the rows that arrived below the checkpoint."""
+    pruning, findings = run_side_by_side(
+        [
+            lambda: _write_pruning(increment, prepared.positions, prepared.gaps),
+            lambda: _write_findings(
+                increment,
+                config,
+                checkpoint,
+                stored_findings=stored_findings,
+                gaps=prepared.gaps,
+                kinds=prepared.kinds,
+                backfilled=backfilled,
+                quarantine=quarantine,
+                group_records=group_records,
+                groups=prepared.groups,
+                lag=prepared.lag,
+            ),
+        ]
     )
-    return AuditTables(pruning, groups, lag, findings, kinds)
+    return AuditTables(pruning, prepared.groups, prepared.lag, findings, prepared.kinds)
 
 
 def _write_pruning(increment: Increment, positions: DataFrame, gaps: DataFrame) -> DataFrame:

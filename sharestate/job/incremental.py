@@ -47,7 +47,8 @@ from sharestate.job.increment import (
     write_segments,
     write_state,
 )
-from sharestate.job.increment_audits import AuditTables, known_gaps, write_audits
+from sharestate.job.increment_audits import AuditTables, known_gaps, prepare_audits, write_audits
+from sharestate.job.side_by_side import run_side_by_side
 from sharestate.kafka.records import parse_kafka_version
 from sharestate.kafka.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from sharestate.replay.combiner import LATEST
@@ -295,18 +296,28 @@ def _apply(
     replay_increment(increment)
     log.info("replayed the touched share-partitions in %.1f s", time.monotonic() - started)
     quarantine = increment.keep(new.quarantine())
-    _append(increment, "share_state_records", increment.records)
-    write_history(increment, row_count=None)
-    if increment.group_records is not None:
-        _append(increment, "share_group_records", increment.group_records)
-    _append(increment, "quarantine", quarantine)
-    write_state(increment)
-    write_segments(increment)
-    write_ranges(increment)
+    # Each step reads what the replay computed and changes tables of its own.
+    *_, prepared = run_side_by_side(
+        [
+            lambda: _write_records_and_state(increment, quarantine),
+            lambda: write_segments(increment),
+            lambda: write_ranges(increment),
+            lambda: prepare_audits(
+                increment,
+                config,
+                checkpoint,
+                quarantine=quarantine,
+                group_records=increment.group_records,
+                stored_findings=stored_findings,
+            ),
+        ]
+    )
+    log.info("wrote the per-key tables in %.1f s", time.monotonic() - started)
     audits = write_audits(
         increment,
         config,
         checkpoint,
+        prepared,
         quarantine=quarantine,
         group_records=increment.group_records,
         stored_findings=stored_findings,
@@ -315,6 +326,17 @@ def _apply(
     compact_written(increment)
     log.info("wrote the tables in %.1f s", time.monotonic() - started)
     return IncrementalRun(new, increment, audits, listings)
+
+
+def _write_records_and_state(increment: Increment, quarantine: DataFrame) -> None:
+    """The per-record tables gain the new rows; share_partition_state and delivery_counts
+    replace the touched keys' rows."""
+    _append(increment, "share_state_records", increment.records)
+    write_history(increment, row_count=None)
+    if increment.group_records is not None:
+        _append(increment, "share_group_records", increment.group_records)
+    _append(increment, "quarantine", quarantine)
+    write_state(increment)
 
 
 def _backfilled(new: NewInputs) -> DataFrame:

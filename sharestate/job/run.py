@@ -376,7 +376,8 @@ def _incremental_summary(
             "rows_deleted": c.rows_deleted,
             "writer": c.writer,
         }
-        for c in increment.changes
+        # By table: steps run side by side commit in no fixed order.
+        for c in sorted(increment.changes, key=lambda c: (c.table, c.version or 0))
     ]
     return summary, totals, extents
 

@@ -1,8 +1,9 @@
 """Steps of a run that do not depend on each other, run side by side.
 
-Small Spark jobs (an incremental run's summary counts) each wait mostly on Spark's fixed
-cost per job (scheduling, planning), not on the cores: submitted from threads at once,
-Spark runs them together (its scheduler takes jobs from several threads).
+An increment's Spark jobs (its steps, its summary's counts) are small: each waits mostly
+on Spark's fixed cost per job and stage (scheduling, planning, a commit), not on the cores.
+Steps that read what earlier steps computed and change tables of their own can submit their
+jobs at once, and Spark runs them together (its scheduler takes jobs from several threads).
 """
 
 from __future__ import annotations

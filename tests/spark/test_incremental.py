@@ -10,6 +10,7 @@ import logging
 import random
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -303,6 +304,40 @@ def test_a_killed_run_is_put_back_by_the_next(spark: SparkSession, tmp_path: Pat
     _write(export / "s", "b.parquet", state.filter(pc.invert(half)))
     summary = _run(spark, export, output, "incremental")
     assert summary["mode"] == "incremental"
+    _run(spark, export, tmp_path / "full", "full")
+    _assert_same_tables(spark, output, tmp_path / "full")
+
+
+@pytest.mark.spark
+def test_a_step_that_fails_beside_others_leaves_the_output_as_it_was(
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    state, offsets = generate(SampleSpec(records=600, share_partitions=12, records_per_snapshot=4))
+    half = pc.less(state.column("offset"), 20)
+    export, output = tmp_path / "export", tmp_path / "out"
+    _write(export / "s", "a.parquet", state.filter(half))
+    _write(export / "o", "a.parquet", offsets)
+    _run(spark, export, output, "incremental")
+    before = {name: DeltaTable(str(output / name)).to_pyarrow_table() for name in _tables(output)}
+    _write(export / "s", "b.parquet", state.filter(pc.invert(half)))
+
+    def ranges_fail(*args: object) -> None:
+        time.sleep(1)  # the steps beside it commit meanwhile
+        raise RuntimeError("ranges failed (injected)")
+
+    monkeypatch.setattr("sharestate.job.incremental.write_ranges", ranges_fail)
+    caplog.set_level(logging.WARNING, logger="sharestate")
+    with pytest.raises(RuntimeError, match="injected"):
+        _run(spark, export, output, "incremental")
+    put_back = [m for m in caplog.messages if "putting back" in m and "table(s)" in m]
+    assert len(put_back) == 1, caplog.messages  # the steps beside it had committed
+    after = {name: DeltaTable(str(output / name)).to_pyarrow_table() for name in _tables(output)}
+    assert after == before
+    monkeypatch.undo()
+    _run(spark, export, output, "incremental")
     _run(spark, export, tmp_path / "full", "full")
     _assert_same_tables(spark, output, tmp_path / "full")
 
