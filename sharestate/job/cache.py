@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from types import TracebackType
 from typing import Any
 
@@ -39,14 +40,26 @@ class CacheScope:
             self._held.append(tee)
 
     def release(self) -> None:
-        """Unpersist everything kept, the latest kept first. A kept result is often computed
-        from an earlier one; Spark rebuilds the plan of every cached result that contains
-        one being unpersisted and has not been computed (evicted, or never read), and that
-        rebuild analyses its tables again, which fails where the run changed a table's
-        schema since. Latest first, no result kept here is left to be rebuilt."""
+        """Unpersist everything kept, the latest kept first, then let the JVM free what
+        Python no longer uses.
+
+        A kept result is often computed from an earlier one; Spark rebuilds the plan of
+        every cached result that contains one being unpersisted and has not been computed
+        (evicted, or never read), and that rebuild analyses its tables again, which fails
+        where the run changed a table's schema since. Latest first, no result kept here is
+        left to be rebuilt.
+
+        Every Java object Python has called a method on is in a reference cycle (py4j's
+        `JavaObject` keeps its `JavaMember`s, which point back at it), so the JVM keeps it,
+        a DataFrame's whole query plan included, until Python's cycle collector runs; a
+        run's objects live long enough to reach the oldest generation, which Python collects
+        rarely. Collected at each release, a session that runs the job again and again (a
+        notebook, the tests) does not pile up the plans of every earlier run."""
         held, self._held = self._held, []
         for each in reversed(held):
             each.unpersist()
+        del held
+        gc.collect()
 
     def __enter__(self) -> CacheScope:
         return self

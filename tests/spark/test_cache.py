@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
+from py4j.java_gateway import JavaObject
 from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 
@@ -44,3 +46,24 @@ def test_release_rebuilds_no_kept_plan_over_a_table_changed_since(
     changed.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(table)
     cache.release()
     assert spark._jsparkSession.sharedState().cacheManager().isEmpty()
+
+
+def _java_objects(target_id: str) -> list[JavaObject]:
+    return [o for o in gc.get_objects() if isinstance(o, JavaObject) and o._target_id == target_id]
+
+
+def test_release_lets_the_jvm_free_objects_python_holds_only_in_cycles(
+    spark: SparkSession,
+) -> None:
+    cache = CacheScope()
+    kept = cache.checkpoint(spark.range(10).selectExpr("id + 1 AS n"))
+    plan = kept._jdf.queryExecution()
+    assert plan.toString()  # a method called: py4j's JavaObject now keeps a JavaMember
+    target = plan._target_id
+    # A run's objects outlive Python's young generations (as they do over a whole run).
+    gc.collect()
+    del kept, plan
+    assert _java_objects(target), "the cycle outlives its last reference until collected"
+    cache.release()
+    # Collected: py4j's finalizer told the JVM to drop the object, and its plan with it.
+    assert _java_objects(target) == []
