@@ -57,6 +57,19 @@ def spark() -> Iterator[object]:
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def _forget_delta_logs() -> Iterator[None]:
+    """After each test, Spark's Delta forgets the tables it read. It keeps every table's log
+    and latest snapshot (their query plans with them) for an hour, and the tests make a few
+    hundred tables under temporary folders: kept, they filled the one session's heap."""
+    yield
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    if context is not None and context._jvm is not None:
+        context._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+
+
 @pytest.fixture(scope="session")
 def golden_dir() -> Path:
     return GOLDEN
