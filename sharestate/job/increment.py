@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -313,14 +314,20 @@ def _stored_ranges(store: TableStore, scope: DataFrame) -> DataFrame:
     any: a deleted share-partition, a start offset that went back)."""
     on = list(KEY)
     reopened = scope.filter(F.col("_settled_changes"))
-
-    def read(name: str) -> DataFrame:
-        return store.read_rows_matching(name, scope, on, partition=(SETTLED, False)).unionByName(
-            store.read_rows_matching(name, reopened, on, partition=(SETTLED, True))
-        )
-
-    poison = read("poison_messages").withColumn("reason", F.lit(REASON_DELIVERY_LIMIT))
-    return poison.unionByName(read("archived_messages"))
+    # Four reads on the driver (each a small Spark job for its keys, then delta-rs), side by
+    # side: the range tables' step is the last of the steps to end.
+    reads: list[DataFrame] = run_side_by_side(
+        [
+            partial(store.read_rows_matching, name, keys, on, partition=(SETTLED, settled))
+            for name in ("poison_messages", "archived_messages")
+            for keys, settled in ((scope, False), (reopened, True))
+        ]
+    )
+    poison_open, poison_settled, archived_open, archived_settled = reads
+    poison = poison_open.unionByName(poison_settled).withColumn(
+        "reason", F.lit(REASON_DELIVERY_LIMIT)
+    )
+    return poison.unionByName(archived_open.unionByName(archived_settled))
 
 
 def _range_deltas(added: DataFrame, removed: DataFrame) -> dict[str, tuple[int, int]]:
