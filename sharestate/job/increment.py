@@ -314,8 +314,8 @@ def _stored_ranges(store: TableStore, scope: DataFrame) -> DataFrame:
     any: a deleted share-partition, a start offset that went back)."""
     on = list(KEY)
     reopened = scope.filter(F.col("_settled_changes"))
-    # Four reads on the driver (each a small Spark job for its keys, then delta-rs), side by
-    # side: the range tables' step is the last of the steps to end.
+    # Side by side: where the output is local each read is a small Spark job for its keys,
+    # then delta-rs on the driver, and the range tables' step is the last of the steps to end.
     reads: list[DataFrame] = run_side_by_side(
         [
             partial(store.read_rows_matching, name, keys, on, partition=(SETTLED, settled))
