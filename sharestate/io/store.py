@@ -21,9 +21,9 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -86,6 +86,15 @@ def is_local(path: str) -> bool:
 
 #: A partition of a table: (partition column, value).
 Partition = tuple[str, bool | int | str]
+#: The keys a read matches rows on: a DataFrame, or an Arrow table already on the driver.
+Keys: TypeAlias = "DataFrame | pa.Table"
+
+
+def keys_where(keys: Keys, column: str) -> Keys:
+    """The keys whose boolean `column` is true."""
+    if isinstance(keys, pa.Table):
+        return keys.filter(pc.field(column))
+    return keys.filter(F.col(column))
 
 
 class TableStore:
@@ -138,10 +147,16 @@ class TableStore:
             raise FileNotFoundError(self.path(name))
         return df
 
+    def keys_for_reads(self, keys: DataFrame, keep: Callable[[DataFrame], DataFrame]) -> Keys:
+        """`keys` computed once for several `read_rows_matching`: where the output is local,
+        brought to the driver (one Spark job; each read then filters on the driver with
+        none); elsewhere kept with `keep` (each read is a lazy join on them)."""
+        return keys.toArrow() if self.local else keep(keys)
+
     def read_rows_matching(
         self,
         name: str,
-        scope: DataFrame,
+        scope: Keys,
         on: Sequence[str],
         partition: Partition | None = None,
     ) -> DataFrame:
@@ -154,8 +169,13 @@ class TableStore:
             table_df = self.read(name, small=False)
             if partition is not None:
                 table_df = table_df.filter(F.col(partition[0]) == F.lit(partition[1]))
+            if isinstance(scope, pa.Table):
+                scope = self.spark.createDataFrame(scope.select(list(on)))
             return table_df.join(scope.select(*on).distinct(), list(on), "left_semi")
-        wanted = scope.select(*on).distinct().toArrow()
+        if isinstance(scope, pa.Table):
+            wanted = scope.select(list(on))
+        else:
+            wanted = scope.select(*on).distinct().toArrow()
         if wanted.num_rows == 0:  # no key asks: the table's schema, not its rows
             schema = pa.schema(_delta_rs_table(self._local_path(name)).schema().to_arrow())
             return self.spark.createDataFrame(schema.empty_table())
@@ -163,7 +183,7 @@ class TableStore:
         types = {c: table.schema.field(c).type for c in on}
         wanted = wanted.cast(pa.schema([pa.field(c, types[c]) for c in wanted.column_names]))
         # Joined on the key columns and a row number only: Arrow's join does not carry every
-        # nested type along.
+        # nested type along. A semi join gives each row once, however often its key comes.
         numbered = table.select(list(on)).append_column(
             "_row", pa.array(range(table.num_rows), pa.int64())
         )

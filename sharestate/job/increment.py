@@ -41,7 +41,7 @@ from sharestate.audits import (
 from sharestate.audits.ranges import SETTLED, refresh_scope
 from sharestate.decode.columns import KEY
 from sharestate.io.checkpoint import PLACEMENTS_TABLE
-from sharestate.io.store import Change, TableStore
+from sharestate.io.store import Change, TableStore, keys_where
 from sharestate.job.cache import CacheScope
 from sharestate.job.side_by_side import run_side_by_side
 from sharestate.replay import replay
@@ -261,7 +261,7 @@ def write_ranges(increment: Increment) -> None:
             )
         )
     # Kept: both the new rows and the rows to remove are computed from it.
-    removed = increment.keep(_stored_ranges(increment.store, increment.keep(scope)))
+    removed = increment.keep(_stored_ranges(increment, scope))
     refresh = removed.join(increment.ongoing, list(KEY), "left_semi")
     rows = archived_ranges(ongoing_records, ongoing_state, limit, stored=refresh)
     if increment.again_count:
@@ -306,21 +306,23 @@ def compact_written(increment: Increment) -> None:
             increment.record(change)
 
 
-def _stored_ranges(store: TableStore, scope: DataFrame) -> DataFrame:
+def _stored_ranges(increment: Increment, scope: DataFrame) -> DataFrame:
     """The stored ranges (poison_messages with `reason`, and archived_messages) of the keys
     of `scope` (`refresh_scope`) that the increment can change: those not settled, and
     every one of a reopened key. The tables are partitioned by `settled`: the settled
     ranges, nearly all of them, are read only for reopened keys that have some (few, if
     any: a deleted share-partition, a start offset that went back)."""
+    store = increment.store
     on = list(KEY)
-    reopened = scope.filter(F.col("_settled_changes"))
-    # Side by side: where the output is local each read is a small Spark job for its keys,
-    # then delta-rs on the driver, and the range tables' step is the last of the steps to end.
+    every = store.keys_for_reads(scope, increment.keep)
+    reopened = keys_where(every, "_settled_changes")
+    # Side by side: where the output is local each reads its partition with delta-rs on the
+    # driver, and the range tables' step is the last of the steps to end.
     reads: list[DataFrame] = run_side_by_side(
         [
             partial(store.read_rows_matching, name, keys, on, partition=(SETTLED, settled))
             for name in ("poison_messages", "archived_messages")
-            for keys, settled in ((scope, False), (reopened, True))
+            for keys, settled in ((every, False), (reopened, True))
         ]
     )
     poison_open, poison_settled, archived_open, archived_settled = reads

@@ -296,32 +296,42 @@ def _apply(
     replay_increment(increment)
     log.info("replayed the touched share-partitions in %.1f s", time.monotonic() - started)
     quarantine = increment.keep(new.quarantine())
+
+    def audit_tables() -> AuditTables:
+        # pruning_cutoff and findings read the placements (from the segments' step) and
+        # what prepare_audits computes, not the ranges: they start once those two end.
+        _, prepared = run_side_by_side(
+            [
+                lambda: write_segments(increment),
+                lambda: prepare_audits(
+                    increment,
+                    config,
+                    checkpoint,
+                    quarantine=quarantine,
+                    group_records=increment.group_records,
+                    stored_findings=stored_findings,
+                ),
+            ]
+        )
+        log.info("wrote the segments and groups in %.1f s", time.monotonic() - started)
+        return write_audits(
+            increment,
+            config,
+            checkpoint,
+            prepared,
+            quarantine=quarantine,
+            group_records=increment.group_records,
+            stored_findings=stored_findings,
+            backfilled=_backfilled(new),
+        )
+
     # Each step reads what the replay computed and changes tables of its own.
-    *_, prepared = run_side_by_side(
+    *_, audits = run_side_by_side(
         [
             lambda: _write_records_and_state(increment, quarantine),
-            lambda: write_segments(increment),
             lambda: write_ranges(increment),
-            lambda: prepare_audits(
-                increment,
-                config,
-                checkpoint,
-                quarantine=quarantine,
-                group_records=increment.group_records,
-                stored_findings=stored_findings,
-            ),
+            audit_tables,
         ]
-    )
-    log.info("wrote the per-key tables in %.1f s", time.monotonic() - started)
-    audits = write_audits(
-        increment,
-        config,
-        checkpoint,
-        prepared,
-        quarantine=quarantine,
-        group_records=increment.group_records,
-        stored_findings=stored_findings,
-        backfilled=_backfilled(new),
     )
     compact_written(increment)
     log.info("wrote the tables in %.1f s", time.monotonic() - started)
