@@ -317,7 +317,7 @@ def _stored_ranges(increment: Increment, scope: DataFrame) -> DataFrame:
     every = store.keys_for_reads(scope, increment.keep)
     reopened = keys_where(every, "_settled_changes")
     # Side by side: where the output is local each reads its partition with delta-rs on the
-    # driver, and the range tables' step is the last of the steps to end.
+    # driver.
     reads: list[DataFrame] = run_side_by_side(
         [
             partial(store.read_rows_matching, name, keys, on, partition=(SETTLED, settled))

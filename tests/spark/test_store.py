@@ -1,5 +1,6 @@
 """The output's tables as an incremental run changes them (`sharestate.io.store`): small
-files compacted once they pile up, rows kept."""
+files compacted once they pile up, rows kept; the rows of given keys read alike whether the
+keys are on the driver or in Spark."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from sharestate.io import store as store_module
-from sharestate.io.store import COMPACT_ABOVE_FILES, COMPACT_TARGET_BYTES, TableStore
+from sharestate.io.store import (
+    COMPACT_ABOVE_FILES,
+    COMPACT_TARGET_BYTES,
+    Keys,
+    TableStore,
+    keys_where,
+)
 from tests.support.paths import ROOT
 
 
@@ -70,6 +77,32 @@ def test_files_at_the_target_size_are_not_small(
     _appended(tmp_path / "ranges", [True] * (COMPACT_ABOVE_FILES + 1))
     monkeypatch.setattr(store_module, "COMPACT_TARGET_BYTES", 1)  # every file is as large
     assert TableStore(spark, str(tmp_path)).compact("ranges").version is None
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("local", [True, False], ids=["delta-rs", "spark"])
+def test_the_rows_of_keys_on_the_driver_or_in_spark_are_the_same(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, local: bool
+) -> None:
+    if not local:  # as on a cluster: read through Spark's Delta reader
+        monkeypatch.setattr(store_module, "is_local", lambda path: False)
+    _appended(tmp_path / "ranges", [True, False, True])  # offsets 0-2 and 6-8 settled
+    store = TableStore(spark, str(tmp_path))
+    keys = spark.createDataFrame(
+        [(1, True), (4, False), (7, True), (7, True), (99, True)],
+        "first_offset bigint, wanted boolean",
+    )
+    kept = store.keys_for_reads(keys, keep=lambda df: df)
+    assert isinstance(kept, pa.Table) == local
+
+    def offsets(scope: Keys, partition: tuple[str, bool] | None = None) -> list[int]:
+        rows = store.read_rows_matching("ranges", scope, ["first_offset"], partition=partition)
+        return sorted(row.first_offset for row in rows.collect())
+
+    # A key asked twice gives its row once.
+    for wanted in (keys_where(kept, "wanted"), keys.filter("wanted")):
+        assert offsets(wanted, ("settled", True)) == [1, 7]
+    assert offsets(keys.toArrow()) == offsets(keys) == [1, 4, 7]
 
 
 def test_the_docs_give_the_limits_the_code_compacts_at() -> None:
