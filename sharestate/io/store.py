@@ -160,7 +160,8 @@ class TableStore:
         on: Sequence[str],
         partition: Partition | None = None,
     ) -> DataFrame:
-        """The rows of table `name` whose `on` columns equal those of a row of `scope`, with
+        """The rows of table `name` whose `on` columns equal those of a row of `scope` (a
+        DataFrame, or keys already on the driver: `keys_for_reads`), each row once, with
         the table's columns only; with `partition` (column, value), only that partition's.
         Where the output is local, the table is read and filtered on the driver, and only
         the matching rows go to Spark (those a run needs of a table that grows with the
