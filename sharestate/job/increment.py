@@ -21,8 +21,10 @@ are recomputed from state-sized inputs.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TypeVar
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -49,6 +51,8 @@ from sharestate.replay import replay
 log = logging.getLogger("sharestate")
 
 RANGE_IDENTITY = (*KEY, "reason", "first_offset")
+
+Beside = TypeVar("Beside")
 
 
 @dataclass
@@ -201,13 +205,14 @@ def write_state(increment: Increment) -> None:
     increment.record(store.replace("delivery_counts", counts, touched, KEY))
 
 
-def write_segments(increment: Increment) -> None:
+def write_segments(increment: Increment, beside: Callable[[], Beside]) -> Beside:
     """share_partition_segments: an ongoing key's new history rows aggregate into the
     segments they belong to (its last stored segment goes on, later ones are new), and each
     column combines with the stored row's by sum, min or max; the keys replayed again get
     their segments anew. Only the touched keys' stored rows are read, and only the rows of
     the segments that change are written. The placements change where the touched keys'
-    segments do."""
+    segments do. `beside` runs once the touched keys' segments are known
+    (`Increment.touched_segments`), beside the two commits; its result is returned."""
     touched = increment.touched()
     stored = increment.store.read_rows_matching("share_partition_segments", touched, KEY)
     ongoing_history = increment.history.join(increment.ongoing, list(KEY), "left_semi")
@@ -240,7 +245,9 @@ def write_segments(increment: Increment) -> None:
         rows = increment.placements.join(touched, list(KEY), "left_semi")
         increment.record(increment.store.replace(PLACEMENTS_TABLE, rows, touched, KEY))
 
-    run_side_by_side([write_changed_segments, write_placements])
+    *_, result = run_side_by_side([write_changed_segments, write_placements, beside])
+    found: Beside = result
+    return found
 
 
 def write_ranges(increment: Increment) -> None:

@@ -128,11 +128,13 @@ class AuditTables:
 @dataclass(frozen=True)
 class AuditInputs:
     """What pruning_cutoff and findings read besides the per-key steps' results: this run's
-    exported positions of `__share_group_state`, its gaps after the run, the quarantine's
-    counts, and the share groups and lag (written already)."""
+    exported positions of `__share_group_state`, its gaps after the run, the per-record
+    rules' findings after it, the quarantine's counts, and the share groups and lag (written
+    already)."""
 
     positions: DataFrame
     gaps: DataFrame
+    per_record_findings: DataFrame
     kinds: DataFrame
     groups: DataFrame | None
     lag: DataFrame | None
@@ -149,23 +151,64 @@ def prepare_audits(
 ) -> AuditInputs:
     """Bring share_groups and share_partition_lag up to date, and compute what the other
     audit tables read that no per-key step changes: it needs the replay's state, not the
-    segments or ranges, so it runs beside their steps."""
-    spark = increment.store.spark
-    positions = increment.keep(exported_positions(increment.records, quarantine, SHARE_STATE))
-    gaps = increment.keep(
-        share_state_gap_rows(
-            gaps_after(
-                spark,
-                known_gaps(stored_findings),
-                positions,
-                checkpoint.extents.get(SHARE_STATE, {}),
+    segments or ranges, so it runs beside their steps. The groups and lag, and the
+    positions, gaps and per-record findings, depend on nothing of each other's: side by
+    side."""
+
+    def records_audits() -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
+        spark = increment.store.spark
+        positions = increment.keep(exported_positions(increment.records, quarantine, SHARE_STATE))
+        gaps = increment.keep(
+            share_state_gap_rows(
+                gaps_after(
+                    spark,
+                    known_gaps(stored_findings),
+                    positions,
+                    checkpoint.extents.get(SHARE_STATE, {}),
+                )
             )
         )
+        per_record = increment.keep(_per_record_findings(increment, stored_findings, gaps))
+        kinds = increment.keep(_quarantine_kinds(spark, checkpoint, quarantine))
+        return positions, gaps, per_record, kinds
+
+    def groups_and_lag() -> tuple[DataFrame | None, DataFrame | None]:
+        return _write_groups(increment, group_records), _write_lag(increment, config)
+
+    (positions, gaps, per_record, kinds), (groups, lag) = run_side_by_side(
+        [records_audits, groups_and_lag]
     )
-    groups = _write_groups(increment, group_records)
-    lag = _write_lag(increment, config)
-    kinds = increment.keep(_quarantine_kinds(spark, checkpoint, quarantine))
-    return AuditInputs(positions, gaps, kinds, groups, lag)
+    return AuditInputs(positions, gaps, per_record, kinds, groups, lag)
+
+
+def _per_record_findings(
+    increment: Increment, stored_findings: DataFrame, gaps: DataFrame
+) -> DataFrame:
+    """The per-record rules' findings after this run: the stored replay errors (less those
+    of the keys replayed again) with the new history's, and the gaps after this run."""
+    stored_errors = (
+        stored_findings.filter(replay_error.matches())
+        .join(increment.again, list(KEY), "left_anti")
+        .select(*stored_findings.columns)
+    )
+    return stored_errors.unionByName(replay_error(increment.history)).unionByName(gaps)
+
+
+def per_share_partition_rows(increment: Increment, stored_findings: DataFrame) -> DataFrame:
+    """The per-share-partition rules' findings after this run, kept: the stored rows of the
+    untouched keys with the touched keys' found again from their segments, state and
+    delivery counts. It reads the touched keys' segments (`write_segments`) and nothing the
+    other findings read, so it runs in the segments' step, off the findings' own path."""
+    return increment.keep(
+        per_share_partition_findings(
+            stored_findings,
+            increment.touched(),
+            segment_starts=segment_starts(increment.touched_segments),
+            delivery_counts=delivery_counts(increment.new_state, increment.delivery_count_limit),
+            state=increment.state,
+            delivery_count_limit=increment.delivery_count_limit,
+        )
+    )
 
 
 def write_audits(
@@ -173,15 +216,16 @@ def write_audits(
     config: JobConfig,
     checkpoint: Checkpoint,
     prepared: AuditInputs,
+    per_share_partition: DataFrame,
     *,
     quarantine: DataFrame,
     group_records: DataFrame | None,
-    stored_findings: DataFrame,
     backfilled: DataFrame,
 ) -> AuditTables:
     """Bring pruning_cutoff and findings up to date, side by side (each reads the
-    placements, and changes only its own table). `backfilled`: source, source_partition,
-    source_offset of the rows that arrived below the checkpoint."""
+    placements, and changes only its own table). `per_share_partition`:
+    `per_share_partition_rows`; `backfilled`: source, source_partition, source_offset of the
+    rows that arrived below the checkpoint."""
     pruning, findings = run_side_by_side(
         [
             lambda: _write_pruning(increment, prepared.positions, prepared.gaps),
@@ -189,14 +233,11 @@ def write_audits(
                 increment,
                 config,
                 checkpoint,
-                stored_findings=stored_findings,
-                gaps=prepared.gaps,
-                kinds=prepared.kinds,
+                prepared,
+                per_share_partition,
                 backfilled=backfilled,
                 quarantine=quarantine,
                 group_records=group_records,
-                groups=prepared.groups,
-                lag=prepared.lag,
             ),
         ]
     )
@@ -230,11 +271,17 @@ def _write_groups(increment: Increment, group_records: DataFrame | None) -> Data
         return None
     store = increment.store
     stored = increment.keep(store.read("share_groups"))
-    touched = increment.keep(
-        group_records.filter(F.col("is_share_record")).select("group_id").distinct()
-    )
-    if touched.count() == 0:
+    # Few groups: collected once, they cost no further job wherever they are read.
+    touched_ids = [
+        (row["group_id"],)
+        for row in group_records.filter(F.col("is_share_record"))
+        .select("group_id")
+        .distinct()
+        .collect()
+    ]
+    if not touched_ids:
         return stored
+    touched = store.spark.createDataFrame(touched_ids, "group_id string")
     records = (
         store.read("share_group_records", small=False)
         .join(touched, "group_id", "left_semi")
@@ -267,36 +314,25 @@ def _write_findings(
     increment: Increment,
     config: JobConfig,
     checkpoint: Checkpoint,
+    prepared: AuditInputs,
+    per_share_partition: DataFrame,
     *,
-    stored_findings: DataFrame,
-    gaps: DataFrame,
-    kinds: DataFrame,
     backfilled: DataFrame,
     quarantine: DataFrame,
     group_records: DataFrame | None,
-    groups: DataFrame | None,
-    lag: DataFrame | None,
 ) -> DataFrame:
-    """findings: the per-record rules' stored rows (less those of the keys replayed again)
-    with the new history's and the gaps after this run; the per-share-partition rules'
-    stored rows of the untouched keys with the touched keys' found again; the quarantine's
-    counts and the consumer-offsets extents carried on from the checkpoint; every other
-    rule run again on the whole state, placements, groups and lag. Written whole (it is
-    small)."""
+    """findings: the per-record and per-share-partition rules' rows after this run (kept by
+    the steps that computed them: `prepared.per_record_findings`, `per_share_partition`);
+    the quarantine's counts and the consumer-offsets extents carried on from the
+    checkpoint; every other rule run again on the whole state, placements, groups and lag.
+    Written whole (it is small)."""
     spark = increment.store.spark
-    stored_errors = (
-        stored_findings.filter(replay_error.matches())
-        .join(increment.again, list(KEY), "left_anti")
-        .select(*stored_findings.columns)
-    )
-    per_record = stored_errors.unionByName(replay_error(increment.history)).unionByName(gaps)
-    touched = increment.keep(increment.touched())
     inputs = FindingInputs(
         history=increment.history,
         share_state_positions=increment.history.select("source_partition", "source_offset"),
-        quarantine_kinds=kinds,
-        # Per-share-partition-only inputs: the touched keys' rows.
-        segment_starts=increment.keep(segment_starts(increment.touched_segments)),
+        quarantine_kinds=prepared.kinds,
+        # Read only by the per-share-partition rules, whose rows are given.
+        segment_starts=segment_starts(increment.touched_segments),
         delivery_counts=delivery_counts(increment.new_state, increment.delivery_count_limit),
         placements=increment.placements,
         state=increment.state,
@@ -307,12 +343,13 @@ def _write_findings(
             spark, checkpoint, group_records, quarantine
         ),
         group_records=_group_records_end(spark, checkpoint, group_records),
-        groups=groups,
-        lag=lag,
+        groups=prepared.groups,
+        lag=prepared.lag,
         backfilled=backfilled,
     )
-    per_share_partition = per_share_partition_findings(inputs, stored_findings, touched)
-    findings = increment.keep(findings_table(inputs, per_record, per_share_partition))
+    findings = increment.keep(
+        findings_table(inputs, prepared.per_record_findings, per_share_partition)
+    )
     increment.record(increment.store.overwrite("findings", findings))
     return findings
 

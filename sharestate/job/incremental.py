@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -47,7 +47,13 @@ from sharestate.job.increment import (
     write_segments,
     write_state,
 )
-from sharestate.job.increment_audits import AuditTables, known_gaps, prepare_audits, write_audits
+from sharestate.job.increment_audits import (
+    AuditTables,
+    known_gaps,
+    per_share_partition_rows,
+    prepare_audits,
+    write_audits,
+)
 from sharestate.job.side_by_side import run_side_by_side
 from sharestate.kafka.records import parse_kafka_version
 from sharestate.kafka.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
@@ -216,14 +222,20 @@ def _keep_decoded(decoded: spark_decode.Decoded, cache: CacheScope) -> None:
     cache.hold(decoded.tee)
 
 
+#: What the caller of `run_incremental` computes beside the table steps.
+Beside = TypeVar("Beside")
+
+
 @dataclass(frozen=True)
-class IncrementalRun:
+class IncrementalRun(Generic[Beside]):
     """What an incremental run did, for its summary and checkpoint."""
 
     new: NewInputs
     increment: Increment
     audits: AuditTables
     listings: dict[str, ExportFiles]
+    #: What the caller's `beside` returned.
+    beside: Beside
 
 
 def run_incremental(
@@ -232,12 +244,16 @@ def run_incremental(
     checkpoint: Checkpoint,
     cache: CacheScope,
     written: list[str],
+    beside: Callable[[NewInputs, Increment], Beside],
     before_work: Callable[[], object] | None = None,
-) -> IncrementalRun | None:
+) -> IncrementalRun[Beside] | None:
     """Bring every table under the output up to date with what arrived since `checkpoint`;
     None when nothing arrived (then nothing is written). `written` gets the name of each
     table as the run changes it: the caller puts those back if the run fails.
-    `before_work` runs once it is known that something arrived, before anything is read."""
+    `beside` runs once the touched share-partitions are replayed, side by side with the
+    steps that write the tables (the run summary's counts of the new rows: small Spark
+    jobs that need nothing the steps write). `before_work` runs once it is known that
+    something arrived, before anything is read."""
     listings = export_listings(config, store.spark)
     if all(now.unchanged_since(checkpoint.exports.get(name)) for name, now in listings.items()):
         return None
@@ -245,20 +261,22 @@ def run_incremental(
     if before_work is not None:
         before_work()
     with _small_data_settings(store.spark):
-        return _apply(config, store, checkpoint, cache, written, listings)
+        return _apply(config, store, checkpoint, cache, written, listings, beside)
 
 
 @contextmanager
 def _small_data_settings(spark: SparkSession) -> Iterator[None]:
     """Spark settings for an increment's computations, put back after: its inputs are a
-    few thousand rows and state-sized tables, so a plan runs as one job with a task per
-    core (adaptive execution would run each of its stages as a job of its own, and a
-    shuffle would keep the job's many partitions), and its expressions are interpreted:
-    an increment runs a hundred small plans once each, and compiling each plan's
-    generated code cost more than it saved (bench/results, `where-time-goes`)."""
+    few thousand rows and state-sized tables, so a plan runs as one job (adaptive execution
+    would run each of its stages as a job of its own, and a shuffle would keep the job's
+    many partitions) with a task per two cores: the run's steps submit their plans side by
+    side, and each task of a plan this small costs more to start (its plan deserialized)
+    than it computes. Its expressions are interpreted: an increment runs a hundred small
+    plans once each, and compiling each plan's generated code cost more than it saved
+    (bench/results, `where-time-goes`)."""
     settings = {
         "spark.sql.adaptive.enabled": "false",
-        "spark.sql.shuffle.partitions": str(max(2, spark.sparkContext.defaultParallelism)),
+        "spark.sql.shuffle.partitions": str(max(1, spark.sparkContext.defaultParallelism // 2)),
         "spark.sql.codegen.wholeStage": "false",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     }
@@ -273,7 +291,8 @@ def _apply(
     cache: CacheScope,
     written: list[str],
     listings: dict[str, ExportFiles],
-) -> IncrementalRun:
+    beside: Callable[[NewInputs, Increment], Beside],
+) -> IncrementalRun[Beside]:
     started = time.monotonic()
     stored_findings = cache.keep(store.read("findings"), StorageLevel.MEMORY_AND_DISK)
     new = read_new_inputs(config, store, checkpoint, stored_findings, cache)
@@ -299,10 +318,14 @@ def _apply(
 
     def audit_tables() -> AuditTables:
         # pruning_cutoff and findings read the placements (from the segments' step) and
-        # what prepare_audits computes, not the ranges: they start once those two end.
-        _, prepared = run_side_by_side(
+        # what prepare_audits computes, not the ranges: they start once those two end. The
+        # per-share-partition findings need only the touched keys' segments: they are found
+        # beside the segments' commits.
+        per_share_partition, prepared = run_side_by_side(
             [
-                lambda: write_segments(increment),
+                lambda: write_segments(
+                    increment, lambda: per_share_partition_rows(increment, stored_findings)
+                ),
                 lambda: prepare_audits(
                     increment,
                     config,
@@ -319,23 +342,25 @@ def _apply(
             config,
             checkpoint,
             prepared,
+            per_share_partition,
             quarantine=quarantine,
             group_records=increment.group_records,
-            stored_findings=stored_findings,
             backfilled=_backfilled(new),
         )
 
-    # Each step reads what the replay computed and changes tables of its own.
-    *_, audits = run_side_by_side(
+    # Each step reads what the replay computed and changes tables of its own; `beside`
+    # changes none.
+    _, _, audits, counted = run_side_by_side(
         [
             lambda: _write_records_and_state(increment, quarantine),
             lambda: write_ranges(increment),
             audit_tables,
+            lambda: beside(new, increment),
         ]
     )
     compact_written(increment)
     log.info("wrote the tables in %.1f s", time.monotonic() - started)
-    return IncrementalRun(new, increment, audits, listings)
+    return IncrementalRun(new, increment, audits, listings, counted)
 
 
 def _write_records_and_state(increment: Increment, quarantine: DataFrame) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,8 +45,10 @@ from sharestate.io.tables import (
 )
 from sharestate.job.cache import CacheScope
 from sharestate.job.config import JobConfig
+from sharestate.job.increment import Increment
 from sharestate.job.incremental import (
     IncrementalRun,
+    NewInputs,
     export_listings,
     run_incremental,
     run_options,
@@ -63,6 +65,8 @@ from sharestate.job.pipeline import (
 from sharestate.job.preflight import check_before_work
 from sharestate.job.side_by_side import run_side_by_side
 from sharestate.job.summary import (
+    NewRowCounts,
+    count_new_rows,
     engine_summary,
     format_summary,
     incremental_summary,
@@ -309,6 +313,7 @@ def _incremental(
                 checkpoint,
                 cache,
                 written,
+                beside=lambda new, increment: _count_new_rows(new, increment, checkpoint),
                 before_work=lambda: _start_work(spark, config, engine),
             )
             if run is None:
@@ -334,36 +339,55 @@ def _nothing_new(config: JobConfig, checkpoint: Checkpoint) -> dict[str, Any]:
     return {"mode": "incremental", "nothing_new": True, "checkpoint_written_at": when}
 
 
-def _incremental_summary(
-    run: IncrementalRun, checkpoint: Checkpoint
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[int, Extent]]]:
-    """The run's summary, the new running totals and the new exported extents."""
-    new, increment, audits = run.new, run.increment, run.audits
+@dataclass(frozen=True)
+class _NewRowCounts:
+    """What an incremental run counts beside its table steps: the summary's counts of the
+    new rows and the state, the exported extents after the run, the latest group record."""
+
+    summary: NewRowCounts
+    extents: dict[str, dict[int, Extent]]
+    latest_group_record: str | None
+
+
+def _count_new_rows(new: NewInputs, increment: Increment, checkpoint: Checkpoint) -> _NewRowCounts:
+    """The counts that need only the new rows and the state after the replay (small Spark
+    jobs each: side by side)."""
     decoded = {"share_state": (new.state_decoded.records, new.state_decoded.quarantine)}
     if new.groups_decoded is not None:
         decoded["consumer_offsets"] = (new.groups_decoded.records, new.groups_decoded.quarantine)
-    # Small Spark jobs each: side by side.
-    (summary, totals), latest_group_record, extents = run_side_by_side(
+    summary, latest_group_record, extents = run_side_by_side(
         [
-            lambda: incremental_summary(
+            lambda: count_new_rows(
                 arrivals=dict(new.arrivals()),
                 decoded=decoded,
                 state=increment.state,
-                quarantine_kinds=audits.quarantine_kinds,
-                range_changes=increment.range_totals,
-                findings=audits.findings,
-                pruning_cutoff=audits.pruning_cutoff,
-                share_groups=audits.share_groups,
-                share_partition_lag=audits.share_partition_lag,
                 previous=dict(checkpoint.totals),
             ),
             lambda: _latest_group_record(
                 checkpoint.totals.get("consumer_offsets_end"), increment.group_records
             ),
-            lambda: _extents_after(run, checkpoint),
+            lambda: _extents_after(new, checkpoint),
         ]
     )
-    totals["consumer_offsets_end"] = latest_group_record
+    return _NewRowCounts(summary, extents, latest_group_record)
+
+
+def _incremental_summary(
+    run: IncrementalRun[_NewRowCounts], checkpoint: Checkpoint
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[int, Extent]]]:
+    """The run's summary, the new running totals and the new exported extents."""
+    increment, audits, counted = run.increment, run.audits, run.beside
+    summary, totals = incremental_summary(
+        new_rows=counted.summary,
+        quarantine_kinds=audits.quarantine_kinds,
+        range_changes=increment.range_totals,
+        findings=audits.findings,
+        pruning_cutoff=audits.pruning_cutoff,
+        share_groups=audits.share_groups,
+        share_partition_lag=audits.share_partition_lag,
+        previous=dict(checkpoint.totals),
+    )
+    totals["consumer_offsets_end"] = counted.latest_group_record
     summary["changes"] = [
         {
             "table": c.table,
@@ -379,16 +403,16 @@ def _incremental_summary(
         # By table: steps run side by side commit in no fixed order.
         for c in sorted(increment.changes, key=lambda c: (c.table, c.version or 0))
     ]
-    return summary, totals, extents
+    return summary, totals, counted.extents
 
 
-def _extents_after(run: IncrementalRun, checkpoint: Checkpoint) -> dict[str, dict[int, Extent]]:
+def _extents_after(new: NewInputs, checkpoint: Checkpoint) -> dict[str, dict[int, Extent]]:
     """The exported extents of each input: the checkpoint's widened by this run's rows."""
     extents = {source: dict(parts) for source, parts in checkpoint.extents.items()}
-    quarantine = run.new.quarantine()
-    new_records = {"share_state": run.new.state_decoded.records}
-    if run.new.groups_decoded is not None:
-        new_records["consumer_offsets"] = run.new.groups_decoded.records
+    quarantine = new.quarantine()
+    new_records = {"share_state": new.state_decoded.records}
+    if new.groups_decoded is not None:
+        new_records["consumer_offsets"] = new.groups_decoded.records
     for source, records in new_records.items():
         for partition, extent in _position_extents(records, quarantine, source).items():
             before = extents.setdefault(source, {}).get(partition)
@@ -412,7 +436,7 @@ def _finish_incremental(
     config: JobConfig,
     store: TableStore,
     checkpoint: Checkpoint,
-    run: IncrementalRun,
+    run: IncrementalRun[_NewRowCounts],
     summary: dict[str, Any],
     totals: dict[str, Any],
     extents: dict[str, dict[int, Extent]],

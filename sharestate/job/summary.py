@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
@@ -402,11 +403,38 @@ def _ranges_summary(ranges: dict[str, list[int]]) -> dict[str, Any]:
     }
 
 
-def incremental_summary(
+@dataclass(frozen=True)
+class NewRowCounts:
+    """An incremental run's counts that need only its new rows and the state after the
+    replay (`count_new_rows`): the run can count them beside its table steps."""
+
+    #: Per input: this run's counts; the running totals with them.
+    inputs: dict[str, Any]
+    run_totals: dict[str, Any]
+    #: The new records by record type (and layout).
+    record_types: dict[str, dict[str, int]]
+    #: The state's share-partitions, groups and deleted share-partitions (`_state_keys`).
+    state_keys: Row | None
+
+
+def count_new_rows(
     *,
     arrivals: dict[str, Any],
     decoded: dict[str, tuple[DataFrame, DataFrame]],
     state: DataFrame,
+    previous: dict[str, Any],
+) -> NewRowCounts:
+    """The counts of an incremental run's summary that need only its new rows and the whole
+    state. `arrivals`: input -> `Arrivals`; `decoded`: input -> (records, quarantine)."""
+    (inputs, run_totals, record_types), keys = run_side_by_side(
+        [lambda: _incremental_inputs(arrivals, decoded, previous), lambda: _state_keys(state)]
+    )
+    return NewRowCounts(inputs, run_totals, record_types, keys)
+
+
+def incremental_summary(
+    *,
+    new_rows: NewRowCounts,
     quarantine_kinds: DataFrame,
     range_changes: dict[str, tuple[int, int]],
     findings: DataFrame,
@@ -416,27 +444,22 @@ def incremental_summary(
     previous: dict[str, Any],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """An incremental run's summary, in the shape of a full run's: its inputs are this
-    run's rows (and how many were already processed or backfilled); the tables' counts are
-    the whole output's, from the `previous` running totals plus this run's, or from the
-    state-sized tables themselves. Returns the summary and the new running totals.
-
-    `arrivals`: input -> `Arrivals`; `decoded`: input -> (records, quarantine)."""
-    # Each count is a small Spark job or two: they run side by side.
-    (inputs, run_totals, record_types), kinds, keys, finding_counts, pruning, groups, lag = (
-        run_side_by_side(
-            [
-                lambda: _incremental_inputs(arrivals, decoded, previous),
-                lambda: _kinds(quarantine_kinds),
-                lambda: _state_keys(state),
-                lambda: _finding_counts(findings),
-                lambda: _pruning_counts(pruning_cutoff),
-                lambda: _share_group_counts(share_groups) if share_groups is not None else None,
-                lambda: (
-                    _lag_counts(share_partition_lag) if share_partition_lag is not None else None
-                ),
-            ]
-        )
+    run's rows (and how many were already processed or backfilled: `new_rows`); the
+    tables' counts are the whole output's, from the `previous` running totals plus this
+    run's, or from the state-sized tables themselves. Returns the summary and the new
+    running totals."""
+    # Each count is a small Spark job: they run side by side.
+    kinds, finding_counts, pruning, groups, lag = run_side_by_side(
+        [
+            lambda: _kinds(quarantine_kinds),
+            lambda: _finding_counts(findings),
+            lambda: _pruning_counts(pruning_cutoff),
+            lambda: _share_group_counts(share_groups) if share_groups is not None else None,
+            lambda: _lag_counts(share_partition_lag) if share_partition_lag is not None else None,
+        ]
     )
+    inputs, run_totals, record_types = new_rows.inputs, new_rows.run_totals, new_rows.record_types
+    keys = new_rows.state_keys
     by_kind: dict[str, int] = {}
     for kind in kinds:
         by_kind[str(kind[1])] = by_kind.get(str(kind[1]), 0) + int(kind[2])

@@ -153,12 +153,26 @@ def per_record_findings(inputs: FindingInputs, stored: DataFrame | None = None) 
 
 
 def per_share_partition_findings(
-    touched: FindingInputs, stored: DataFrame, touched_keys: DataFrame
+    stored: DataFrame,
+    touched_keys: DataFrame,
+    *,
+    segment_starts: DataFrame,
+    delivery_counts: DataFrame,
+    state: DataFrame,
+    delivery_count_limit: int,
 ) -> DataFrame:
     """The rows of the per-share-partition rules after an incremental run: `stored` (an
     earlier run's `findings`) keeps those of the share-partitions not in `touched_keys`
-    (group_id, topic_id, partition), and the rules find those of the touched ones from
-    `touched` (inputs holding the touched share-partitions' rows)."""
+    (group_id, topic_id, partition), and the rules find those of the touched ones from the
+    inputs they read (`PER_SHARE_PARTITION_INPUTS`; `segment_starts` and `delivery_counts`
+    holding the touched share-partitions' rows). It needs nothing the other rules read, so
+    it can run as soon as the touched share-partitions' segments are known."""
+    inputs = {
+        "segment_starts": segment_starts,
+        "delivery_counts": delivery_counts,
+        "state": state,
+        "delivery_count_limit": delivery_count_limit,
+    }
     kept = reduce(lambda a, b: a | b, [rule.matches() for rule in PER_SHARE_PARTITION_RULES])
     parts = [
         stored.filter(kept)
@@ -166,7 +180,7 @@ def per_share_partition_findings(
         .select(*FINDINGS_SCHEMA.fieldNames())
     ]
     for rule in PER_SHARE_PARTITION_RULES:
-        rows = rule.run(touched)
+        rows = rule.run_with(inputs)
         assert rows is not None  # their inputs are never missing
         parts.append(rows)
     return _union(parts)

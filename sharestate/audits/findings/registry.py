@@ -11,7 +11,7 @@ the source on them. Its docstring says what the finding means and what to do abo
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any, Final, Generic, ParamSpec, TypedDict, cast
@@ -225,7 +225,12 @@ class FindingRule(Generic[P]):
 
     def run(self, inputs: FindingInputs) -> DataFrame | None:
         """The rule's rows from `inputs`; None when an input it needs is not there."""
-        values = {name: getattr(inputs, name) for name in self.inputs}
+        return self.run_with({name: getattr(inputs, name) for name in self.inputs})
+
+    def run_with(self, inputs: Mapping[str, Any]) -> DataFrame | None:
+        """The rule's rows from `inputs` (a value for each `FindingInputs` field it reads);
+        None when an input it needs is None."""
+        values = {name: inputs[name] for name in self.inputs}
         if any(values[name] is None for name in self.required_inputs):
             return None
         return self.rows(cast(Callable[..., Found], self.find)(**values))
