@@ -168,7 +168,7 @@ def prepare_audits(
                 )
             )
         )
-        per_record = increment.keep(_per_record_findings(increment, stored_findings, gaps))
+        per_record = increment.keep(_per_record_rows(increment, stored_findings, gaps))
         kinds = increment.keep(_quarantine_kinds(spark, checkpoint, quarantine))
         return positions, gaps, per_record, kinds
 
@@ -181,7 +181,7 @@ def prepare_audits(
     return AuditInputs(positions, gaps, per_record, kinds, groups, lag)
 
 
-def _per_record_findings(
+def _per_record_rows(
     increment: Increment, stored_findings: DataFrame, gaps: DataFrame
 ) -> DataFrame:
     """The per-record rules' findings after this run: the stored replay errors (less those
@@ -197,8 +197,9 @@ def _per_record_findings(
 def per_share_partition_rows(increment: Increment, stored_findings: DataFrame) -> DataFrame:
     """The per-share-partition rules' findings after this run, kept: the stored rows of the
     untouched keys with the touched keys' found again from their segments, state and
-    delivery counts. It reads the touched keys' segments (`write_segments`) and nothing the
-    other findings read, so it runs in the segments' step, off the findings' own path."""
+    delivery counts. It reads the touched keys' segments and nothing the other findings
+    read, so it runs beside the segments' commits (`write_segments`), off the findings' own
+    path."""
     return increment.keep(
         per_share_partition_findings(
             stored_findings,
