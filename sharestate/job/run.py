@@ -340,7 +340,7 @@ def _nothing_new(config: JobConfig, checkpoint: Checkpoint) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class _NewRowCounts:
+class _CountedBeside:
     """What an incremental run counts beside its table steps: the summary's counts of the
     new rows and the state, the exported extents after the run, the latest group record."""
 
@@ -349,7 +349,7 @@ class _NewRowCounts:
     latest_group_record: str | None
 
 
-def _count_new_rows(new: NewInputs, increment: Increment, checkpoint: Checkpoint) -> _NewRowCounts:
+def _count_new_rows(new: NewInputs, increment: Increment, checkpoint: Checkpoint) -> _CountedBeside:
     """The counts that need only the new rows and the state after the replay (small Spark
     jobs each: side by side)."""
     decoded = {"share_state": (new.state_decoded.records, new.state_decoded.quarantine)}
@@ -369,11 +369,11 @@ def _count_new_rows(new: NewInputs, increment: Increment, checkpoint: Checkpoint
             lambda: _extents_after(new, checkpoint),
         ]
     )
-    return _NewRowCounts(summary, extents, latest_group_record)
+    return _CountedBeside(summary, extents, latest_group_record)
 
 
 def _incremental_summary(
-    run: IncrementalRun[_NewRowCounts], checkpoint: Checkpoint
+    run: IncrementalRun[_CountedBeside], checkpoint: Checkpoint
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[int, Extent]]]:
     """The run's summary, the new running totals and the new exported extents."""
     increment, audits, counted = run.increment, run.audits, run.beside
@@ -436,7 +436,7 @@ def _finish_incremental(
     config: JobConfig,
     store: TableStore,
     checkpoint: Checkpoint,
-    run: IncrementalRun[_NewRowCounts],
+    run: IncrementalRun[_CountedBeside],
     summary: dict[str, Any],
     totals: dict[str, Any],
     extents: dict[str, dict[int, Extent]],
