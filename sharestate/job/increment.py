@@ -52,6 +52,7 @@ log = logging.getLogger("sharestate")
 
 RANGE_IDENTITY = (*KEY, "reason", "first_offset")
 
+#: What a caller computes beside a step's own work (`write_segments`, `run_incremental`).
 Beside = TypeVar("Beside")
 
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -38,6 +38,7 @@ from sharestate.job.arrivals import Arrivals, read_arrivals
 from sharestate.job.cache import CacheScope
 from sharestate.job.config import JobConfig
 from sharestate.job.increment import (
+    Beside,
     Increment,
     compact_written,
     replay_increment,
@@ -220,10 +221,6 @@ def _keep_decoded(decoded: spark_decode.Decoded, cache: CacheScope) -> None:
     # An increment's rows are few and every table reads them: decode them once.
     cache.keep(decoded.all_rows, StorageLevel.MEMORY_AND_DISK)
     cache.hold(decoded.tee)
-
-
-#: What the caller of `run_incremental` computes beside the table steps.
-Beside = TypeVar("Beside")
 
 
 @dataclass(frozen=True)
