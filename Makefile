@@ -38,7 +38,13 @@ JVM_CONTRACT := sharestate/jvm/contract.py sharestate/replay/fold.py sharestate/
 $(JARS)/sharestate-jvm.jar: $(VENV)/.installed scripts/build_jvm.sh $(JVM_CONTRACT) $(shell find jvm/src/main -name '*.java')
 	bash scripts/build_jvm.sh $(PY) $(JARS)
 
-setup: $(VENV)/.installed $(JARS)/.fetched $(JARS)/sharestate-jvm.jar $(TEST_JARS)/.fetched ## virtualenv with the package, Delta and Kafka jars and the JVM fast paths in .jars/, JUnit in .test-jars/
+# The local driver JVM's class-data-sharing archive: a small full and incremental run with the
+# JVM listing its classes, then Java writes the archive. A jar that changes makes the JVM
+# ignore it, so it is written again after any of them.
+$(JARS)/driver-classes.jsa: $(VENV)/.installed $(JARS)/.fetched $(JARS)/sharestate-jvm.jar scripts/build_class_archive.py
+	$(PY) scripts/build_class_archive.py $(JARS)
+
+setup: $(VENV)/.installed $(JARS)/.fetched $(JARS)/sharestate-jvm.jar $(JARS)/driver-classes.jsa $(TEST_JARS)/.fetched ## virtualenv with the package, Delta and Kafka jars, the JVM fast paths and the driver's class archive in .jars/, JUnit in .test-jars/
 
 run: setup ## generate sample exports, run the job on them (Spark local[*]), show the replayed state
 	$(PY) -m sharestate sample --output $(SAMPLE)

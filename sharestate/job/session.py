@@ -18,6 +18,10 @@ from sharestate.errors import InvalidConfigError
 
 #: Where set-up puts the Delta and Kafka-connector jars (see scripts/fetch_jars.sh).
 DEFAULT_JARS_DIR = ".jars"
+#: The local driver JVM's class-data-sharing archive, which set-up writes into the jars
+#: folder (scripts/build_class_archive.py): the classes a run loads, mapped rather than
+#: loaded, parsed and verified by every new process.
+CLASS_ARCHIVE = "driver-classes.jsa"
 #: Settings for any run (cluster-safe), then settings for a local session only.
 JOB_SPARK_CONF = "conf/spark-job.conf"
 LOCAL_SPARK_CONF = "conf/spark-local.conf"
@@ -53,19 +57,41 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def local_session(
+def _jars(jars_dir: str | Path | None) -> list[Path]:
+    folder = Path(jars_dir or os.environ.get("SHARESTATE_JARS", DEFAULT_JARS_DIR))
+    return sorted(jar.resolve() for jar in folder.glob("*.jar"))
+
+
+def jars_class_path(jars_dir: str | Path | None = None) -> dict[str, str]:
+    """The jars in `jars_dir` on the driver's class path: the class path the class archive
+    is written with and used with (its classes come from there)."""
+    jars = _jars(jars_dir)
+    return {"spark.driver.extraClassPath": os.pathsep.join(map(str, jars))} if jars else {}
+
+
+def class_archive_settings(jars_dir: str | Path | None = None) -> dict[str, str]:
+    """The driver settings that start a local session's JVM with the class archive set-up
+    wrote into `jars_dir` (none where it wrote none). A JVM that finds its class path, a jar
+    or itself changed since the archive was written runs without it."""
+    jars = _jars(jars_dir)
+    archive = jars[0].parent / CLASS_ARCHIVE if jars else None
+    if archive is None or not archive.is_file():
+        return {}
+    return {
+        **jars_class_path(jars_dir),
+        "spark.driver.extraJavaOptions": f"-XX:SharedArchiveFile={archive}",
+    }
+
+
+def local_settings(
     *,
     app_name: str = "sharestate",
     conf: Mapping[str, str] | None = None,
     conf_file: str | Path | Sequence[str | Path] | None = None,
     jars_dir: str | Path | None = None,
-) -> SparkSession:
-    """The active session if there is one; else a new local one configured from `conf_file`
-    (one file or several, applied in order; default: `spark_conf_files()` of the working
-    directory), `conf`, and the jars in `jars_dir`."""
-    active = SparkSession.getActiveSession()
-    if active is not None or under_spark_submit():
-        return active or SparkSession.builder.getOrCreate()
+    class_archive: bool = True,
+) -> dict[str, str]:
+    """The settings `local_session` builds a new session with."""
     settings: dict[str, str] = {"spark.master": "local[*]", "spark.app.name": app_name}
     if conf_file is None:
         files: Sequence[str | Path] = spark_conf_files()
@@ -76,16 +102,44 @@ def local_session(
     for file in files:
         settings.update(read_spark_defaults(file))
     settings.update(conf or {})
-    jars = sorted(
-        Path(jars_dir or os.environ.get("SHARESTATE_JARS", DEFAULT_JARS_DIR)).glob("*.jar")
-    )
+    jars = _jars(jars_dir)
     if jars:
-        settings["spark.jars"] = ",".join(str(j.resolve()) for j in jars)
+        settings["spark.jars"] = ",".join(map(str, jars))
+    # A class path of the caller's own is not the archive's: the JVM would not use it.
+    if class_archive and "spark.driver.extraClassPath" not in settings:
+        for key, value in class_archive_settings(jars_dir).items():
+            settings[key] = f"{value} {settings[key]}" if key in settings else value
     if any(j.name.startswith("delta-spark") for j in jars):
         settings.setdefault("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         settings.setdefault(
             "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
         )
+    return settings
+
+
+def local_session(
+    *,
+    app_name: str = "sharestate",
+    conf: Mapping[str, str] | None = None,
+    conf_file: str | Path | Sequence[str | Path] | None = None,
+    jars_dir: str | Path | None = None,
+    class_archive: bool = True,
+) -> SparkSession:
+    """The active session if there is one; else a new local one configured from `conf_file`
+    (one file or several, applied in order; default: `spark_conf_files()` of the working
+    directory), `conf`, and the jars in `jars_dir`, its driver JVM started with the class
+    archive set-up wrote there (`class_archive_settings`) unless `class_archive` is False or
+    the settings name a driver class path of their own."""
+    active = SparkSession.getActiveSession()
+    if active is not None or under_spark_submit():
+        return active or SparkSession.builder.getOrCreate()
+    settings = local_settings(
+        app_name=app_name,
+        conf=conf,
+        conf_file=conf_file,
+        jars_dir=jars_dir,
+        class_archive=class_archive,
+    )
     # Python workers must run the interpreter that has this package and pyarrow.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder

@@ -6,13 +6,19 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from sharestate.job import cli
 from sharestate.job.config import build_config, read_config_file
 from sharestate.job.launch import session_defaults
-from sharestate.job.session import read_spark_defaults, spark_conf_files
+from sharestate.job.session import (
+    CLASS_ARCHIVE,
+    local_settings,
+    read_spark_defaults,
+    spark_conf_files,
+)
 from sharestate.sample.exports import SampleSpec
 from tests.support.cli import run_sharestate
 from tests.support.documented import fenced_block, shell_commands
@@ -159,3 +165,34 @@ def test_python_dash_m_sharestate_exits_with_the_commands_code(
     ended = run_sharestate(*argv, timeout=60)
     assert ended.returncode == code, ended.stderr
     assert says in ended.stdout + ended.stderr
+
+
+def test_a_local_driver_starts_from_the_class_archive_set_up_wrote(tmp_path: Path) -> None:
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    for name in ("delta-spark_4.2_2.13-4.4.0.jar", "sharestate-jvm.jar"):
+        (jars / name).touch()
+    class_path = f"{jars / 'delta-spark_4.2_2.13-4.4.0.jar'}:{jars / 'sharestate-jvm.jar'}"
+    no_files: list[Path] = []
+
+    def settings(**conf: str) -> dict[str, str]:
+        return local_settings(conf=conf, conf_file=no_files, jars_dir=jars)
+
+    # No archive yet: the jars are loaded as before, the driver's class path untouched.
+    assert "spark.driver.extraClassPath" not in settings()
+    assert "spark.driver.extraJavaOptions" not in settings()
+    archive = jars / CLASS_ARCHIVE
+    archive.touch()
+    assert settings()["spark.driver.extraClassPath"] == class_path
+    assert settings()["spark.driver.extraJavaOptions"] == f"-XX:SharedArchiveFile={archive}"
+    # The caller's JVM options are kept, after the archive's.
+    assert settings(**{"spark.driver.extraJavaOptions": "-Xss4m"})[
+        "spark.driver.extraJavaOptions"
+    ] == (f"-XX:SharedArchiveFile={archive} -Xss4m")
+    # A class path of the caller's own is not the archive's: no archive then.
+    own = settings(**{"spark.driver.extraClassPath": "/opt/extra.jar"})
+    assert own["spark.driver.extraClassPath"] == "/opt/extra.jar"
+    assert "spark.driver.extraJavaOptions" not in own
+    without = local_settings(conf_file=no_files, jars_dir=jars, class_archive=False)
+    assert "spark.driver.extraJavaOptions" not in without
+    assert settings()["spark.jars"] == class_path.replace(":", ",")
