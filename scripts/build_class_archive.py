@@ -51,6 +51,7 @@ def _list_classes(jars_dir: Path, work: Path, class_list: Path) -> tuple[str, st
     settings = jars_class_path(jars_dir)
     settings["spark.driver.extraJavaOptions"] = f"-XX:DumpLoadedClassList={class_list}"
     spark = local_session(conf=settings, jars_dir=jars_dir, class_archive=False)
+
     def config(mode: str) -> JobConfig:
         return JobConfig(
             share_state=str(work / "share_state"),
