@@ -20,7 +20,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from chispa import assert_df_equality
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -35,6 +34,7 @@ from sharestate.kafka.records import decode_share_state
 from sharestate.sample.exports import SampleSpec, generate
 from tests.support.cli import run_sharestate
 from tests.support.paths import ROOT
+from tests.support.tables import assert_same_rows
 
 #: Written by every run with its own time: compared apart.
 RUN_TABLES = {"run_summary", "_checkpoint"}
@@ -44,13 +44,10 @@ def _tables(output: Path) -> list[str]:
     return sorted(p.name for p in output.iterdir() if p.is_dir() and p.name not in RUN_TABLES)
 
 
-def _assert_same_tables(spark: SparkSession, got: Path, want: Path) -> None:
+def _assert_same_tables(got: Path, want: Path) -> None:
     assert _tables(got) == _tables(want)
     for name in _tables(want):
-        incremental = spark.read.format("delta").load(str(got / name))
-        full = spark.read.format("delta").load(str(want / name))
-        print(f"comparing {name}: {full.count()} rows")
-        assert_df_equality(incremental, full, ignore_row_order=True, ignore_nullable=True)
+        assert_same_rows(got / name, want / name)
 
 
 def _write(folder: Path, name: str, table: pa.Table) -> None:
@@ -190,7 +187,7 @@ def test_runs_over_a_growing_export_end_as_one_full_run(
     # carried from run to run: the carrying is part of what the equality below checks.
     assert carried_codes, "no per-share-partition finding in any run"
     _run(spark, export, tmp_path / "full", "full")
-    _assert_same_tables(spark, output, tmp_path / "full")
+    _assert_same_tables(output, tmp_path / "full")
 
 
 @pytest.mark.spark
@@ -216,7 +213,7 @@ def test_findings_of_untouched_share_partitions_are_carried(
     _write(export / "s", "second.parquet", state.filter(is_tail))
     assert _run(spark, export, output, "incremental")["mode"] == "incremental"
     _run(spark, export, tmp_path / "full", "full")
-    _assert_same_tables(spark, output, tmp_path / "full")
+    _assert_same_tables(output, tmp_path / "full")
     touched = {
         (row.group_id, row.topic_id, row.partition)
         for row in spark.read.format("delta")
@@ -305,7 +302,7 @@ def test_a_killed_run_is_put_back_by_the_next(spark: SparkSession, tmp_path: Pat
     summary = _run(spark, export, output, "incremental")
     assert summary["mode"] == "incremental"
     _run(spark, export, tmp_path / "full", "full")
-    _assert_same_tables(spark, output, tmp_path / "full")
+    _assert_same_tables(output, tmp_path / "full")
 
 
 @pytest.mark.spark
@@ -339,7 +336,7 @@ def test_a_step_that_fails_beside_others_leaves_the_output_as_it_was(
     monkeypatch.undo()
     _run(spark, export, output, "incremental")
     _run(spark, export, tmp_path / "full", "full")
-    _assert_same_tables(spark, output, tmp_path / "full")
+    _assert_same_tables(output, tmp_path / "full")
 
 
 @pytest.mark.spark
@@ -368,7 +365,7 @@ def test_runs_that_compact_their_tables_end_as_one_full_run(
     assert "share_state_records" in compacted
     assert len(DeltaTable(str(output / "share_state_records")).file_uris()) == 1
     _run(spark, export, tmp_path / "full", "full")
-    _assert_same_tables(spark, output, tmp_path / "full")
+    _assert_same_tables(output, tmp_path / "full")
 
 
 _HOLD_THE_LOCK = """

@@ -1,0 +1,36 @@
+"""Comparing two outputs' Delta tables row for row, read on the driver through delta-rs: the
+tests' tables are a few thousand rows, and reading them through Spark (a sort and a collect
+of each side) cost seconds per table."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+#: How many differing rows a failure shows of each side.
+SHOWN: int = 5
+
+
+def _columns(table: pa.Table) -> list[tuple[str, pa.DataType]]:
+    """Names and types, nullability aside."""
+    return [(field.name, field.type) for field in table.schema]
+
+
+def assert_same_rows(got: Path, want: Path) -> None:
+    """The Delta tables at `got` and `want` have the same columns (names, types and order;
+    nullability aside) and the same rows, each as many times, in any order."""
+    got_table = DeltaTable(str(got)).to_pyarrow_table()
+    want_table = DeltaTable(str(want)).to_pyarrow_table()
+    assert _columns(got_table) == _columns(want_table), f"{got.name}: columns differ"
+    got_rows = Counter(map(repr, got_table.to_pylist()))
+    want_rows = Counter(map(repr, want_table.to_pylist()))
+    if got_rows != want_rows:
+        extra = list((got_rows - want_rows).elements())
+        missing = list((want_rows - got_rows).elements())
+        raise AssertionError(
+            f"{got.name}: {len(extra)} row(s) not in {want}, {len(missing)} row(s) missing; "
+            f"first not wanted: {extra[:SHOWN]}; first missing: {missing[:SHOWN]}"
+        )
