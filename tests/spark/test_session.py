@@ -36,7 +36,7 @@ def test_the_driver_maps_most_of_its_classes_from_the_set_up_archive(spark: Spar
     )
     spark.range(10).selectExpr("sum(id)").collect()
     counters = _class_counters(spark)
-    # Mapped from an archive, and loaded from class files. Java's own archive holds about
-    # 1,300 classes; without the set-up's, a session loads some 17,000 from class files.
-    mapped, loaded = counters["java.cls.sharedLoadedClasses"], counters["java.cls.loadedClasses"]
-    assert mapped > 5_000 and mapped > loaded, counters
+    # Classes mapped from an archive. Java's own holds about 1,300 (a session without the
+    # set-up's maps some 1,240); with it a new session maps over 13,000. The classes loaded
+    # from class files are no measure: the session's own generated classes count there.
+    assert counters["java.cls.sharedLoadedClasses"] > 5_000, counters
