@@ -57,9 +57,12 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
+def _jars_folder(jars_dir: str | Path | None) -> Path:
+    return Path(jars_dir or os.environ.get("SHARESTATE_JARS", DEFAULT_JARS_DIR)).resolve()
+
+
 def _jars(jars_dir: str | Path | None) -> list[Path]:
-    folder = Path(jars_dir or os.environ.get("SHARESTATE_JARS", DEFAULT_JARS_DIR))
-    return sorted(jar.resolve() for jar in folder.glob("*.jar"))
+    return sorted(jar.resolve() for jar in _jars_folder(jars_dir).glob("*.jar"))
 
 
 def jars_class_path(jars_dir: str | Path | None = None) -> dict[str, str]:
@@ -73,9 +76,9 @@ def class_archive_settings(jars_dir: str | Path | None = None) -> dict[str, str]
     """The driver settings that start a local session's JVM with the class archive set-up
     wrote into `jars_dir` (none where it wrote none). A JVM that finds its class path, a jar
     or itself changed since the archive was written runs without it."""
-    jars = _jars(jars_dir)
-    archive = jars[0].parent / CLASS_ARCHIVE if jars else None
-    if archive is None or not archive.is_file():
+    # In the folder itself: a jar there may be a link to a file elsewhere.
+    archive = _jars_folder(jars_dir) / CLASS_ARCHIVE
+    if not archive.is_file() or not _jars(jars_dir):
         return {}
     return {
         **jars_class_path(jars_dir),

@@ -196,3 +196,13 @@ def test_a_local_driver_starts_from_the_class_archive_set_up_wrote(tmp_path: Pat
     without = local_settings(conf_file=no_files, jars_dir=jars, class_archive=False)
     assert "spark.driver.extraJavaOptions" not in without
     assert settings()["spark.jars"] == class_path.replace(":", ",")
+    # Jars that are links to files elsewhere: the archive is the folder's own.
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    for jar in jars.glob("*.jar"):
+        (linked / jar.name).symlink_to(jar)
+    (linked / CLASS_ARCHIVE).touch()
+    from_links = local_settings(conf_file=no_files, jars_dir=linked)
+    assert from_links["spark.driver.extraJavaOptions"] == (
+        f"-XX:SharedArchiveFile={linked / CLASS_ARCHIVE}"
+    )
