@@ -78,12 +78,10 @@ def class_archive_settings(jars_dir: str | Path | None = None) -> dict[str, str]
     or itself changed since the archive was written runs without it."""
     # In the folder itself: a jar there may be a link to a file elsewhere.
     archive = _jars_folder(jars_dir) / CLASS_ARCHIVE
-    if not archive.is_file() or not _jars(jars_dir):
+    class_path = jars_class_path(jars_dir)
+    if not archive.is_file() or not class_path:
         return {}
-    return {
-        **jars_class_path(jars_dir),
-        "spark.driver.extraJavaOptions": f"-XX:SharedArchiveFile={archive}",
-    }
+    return {**class_path, "spark.driver.extraJavaOptions": f"-XX:SharedArchiveFile={archive}"}
 
 
 def local_settings(
