@@ -15,6 +15,7 @@ from sharestate.io import store as store_module
 from sharestate.io.store import (
     COMPACT_ABOVE_FILES,
     COMPACT_TARGET_BYTES,
+    REWRITE_BELOW_BYTES,
     Keys,
     TableStore,
     keys_where,
@@ -105,9 +106,46 @@ def test_the_rows_of_keys_on_the_driver_or_in_spark_are_the_same(
     assert offsets(keys.toArrow()) == offsets(keys) == [1, 4, 7]
 
 
-def test_the_docs_give_the_limits_the_code_compacts_at() -> None:
+def test_the_docs_give_the_limits_the_code_compacts_and_rewrites_at() -> None:
     text = " ".join((ROOT / "docs" / "incremental.md").read_text(encoding="utf-8").split())
     limits = (
         f"more than {COMPACT_ABOVE_FILES} files smaller than {COMPACT_TARGET_BYTES // 2**20} MiB"
     )
     assert limits in text
+    assert f"smaller than {REWRITE_BELOW_BYTES // 2**20} MiB (`REWRITE_BELOW_BYTES`" in text
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("rewrite", [True, False], ids=["rewritten", "merge"])
+def test_replace_deletes_the_keys_rows_and_inserts_the_new_ones_in_one_commit(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rewrite: bool
+) -> None:
+    if not rewrite:  # as for a table too large to write again whole
+        monkeypatch.setattr(store_module, "REWRITE_BELOW_BYTES", 0)
+    stored = pa.table(
+        {
+            "key": pa.array(["a", "a", "b", "c", "d"]),
+            "n": pa.array([1, 2, 3, 4, 5], pa.int32()),
+            "sizes": pa.array([[1], [2], [], None, [5, 5]], pa.list_(pa.int64())),
+        }
+    )
+    write_deltalake(str(tmp_path / "keyed"), stored)
+    store = TableStore(spark, str(tmp_path))
+    store.read_arrow("keyed")  # read on the driver first, as a run does for some tables
+    rows = spark.createDataFrame(
+        [("a", 10, [10]), ("e", 11, None)], "key string, n int, sizes array<bigint>"
+    )
+    delete = spark.createDataFrame([("a",), ("c",), ("zz",)], "key string")
+
+    change = store.replace("keyed", rows, delete, ["key"])
+
+    assert (change.version, change.rows_inserted, change.rows_deleted) == (1, 2, 3)
+    assert (change.files_read, change.files_written) == (1, 1)
+    after = DeltaTable(str(tmp_path / "keyed")).to_pyarrow_table()
+    assert sorted(zip(*after.to_pydict().values(), strict=True)) == [
+        ("a", 10, [10]),
+        ("b", 3, []),
+        ("d", 5, [5, 5]),
+        ("e", 11, None),
+    ]
+    assert after.schema == DeltaTable(str(tmp_path / "keyed"), version=0).to_pyarrow_table().schema
