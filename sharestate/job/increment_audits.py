@@ -25,8 +25,10 @@ from sharestate.audits import (
     topic_names,
 )
 from sharestate.audits.findings import (
-    FindingInputs,
-    findings_table,
+    FINDINGS_SCHEMA,
+    PLACEMENT_RULES,
+    STATE_SIZED_RULES,
+    findings_of,
     per_share_partition_findings,
 )
 from sharestate.audits.findings.records import replay_error, share_state_gap, share_state_gap_rows
@@ -129,8 +131,8 @@ class AuditTables:
 class AuditInputs:
     """What pruning_cutoff and findings read besides the per-key steps' results: this run's
     exported positions of `__share_group_state`, its gaps after the run, the per-record
-    rules' findings after it, the quarantine's counts, and the share groups and lag (written
-    already)."""
+    rules' findings after it, the quarantine's counts, the share groups and lag (written
+    already), and the findings of the rules over state-sized inputs (`STATE_SIZED_RULES`)."""
 
     positions: DataFrame
     gaps: DataFrame
@@ -138,6 +140,7 @@ class AuditInputs:
     kinds: DataFrame
     groups: DataFrame | None
     lag: DataFrame | None
+    state_sized_findings: DataFrame
 
 
 def prepare_audits(
@@ -148,12 +151,17 @@ def prepare_audits(
     quarantine: DataFrame,
     group_records: DataFrame | None,
     stored_findings: DataFrame,
+    backfilled: DataFrame,
 ) -> AuditInputs:
     """Bring share_groups and share_partition_lag up to date, and compute what the other
     audit tables read that no per-key step changes: it needs the replay's state, not the
     segments or ranges, so it runs beside their steps. The groups and lag, and the
     positions, gaps and per-record findings, depend on nothing of each other's: side by
-    side."""
+    side. Then the rules over state-sized inputs, which read the groups, lag and quarantine
+    counts (every finding rule but the per-record, per-share-partition and placement ones):
+    found here, the findings' own step at the end of the run has only the placement rules
+    left to run. `backfilled`: source, source_partition, source_offset of the rows that
+    arrived below the checkpoint."""
 
     def records_audits() -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
         spark = increment.store.spark
@@ -178,7 +186,24 @@ def prepare_audits(
     (positions, gaps, per_record, kinds), (groups, lag) = run_side_by_side(
         [records_audits, groups_and_lag]
     )
-    return AuditInputs(positions, gaps, per_record, kinds, groups, lag)
+    spark = increment.store.spark
+    inputs = {
+        "state": increment.state,
+        "quarantine_kinds": kinds,
+        "stall_span_seconds": config.stall_span_seconds,
+        "consumer_offsets_extents": _consumer_offsets_extents(
+            spark, checkpoint, group_records, quarantine
+        ),
+        "group_records": _group_records_end(spark, checkpoint, group_records),
+        "groups": groups,
+        "lag": lag,
+        "backfilled": backfilled,
+    }
+    found = findings_of(STATE_SIZED_RULES, inputs)
+    # Some rule always runs (decode_quarantine reads the counts every run has).
+    assert found is not None
+    state_sized = increment.keep(found)
+    return AuditInputs(positions, gaps, per_record, kinds, groups, lag, state_sized)
 
 
 def _per_record_rows(
@@ -215,31 +240,16 @@ def per_share_partition_rows(increment: Increment, stored_findings: DataFrame) -
 def write_audits(
     increment: Increment,
     config: JobConfig,
-    checkpoint: Checkpoint,
     prepared: AuditInputs,
     per_share_partition: DataFrame,
-    *,
-    quarantine: DataFrame,
-    group_records: DataFrame | None,
-    backfilled: DataFrame,
 ) -> AuditTables:
     """Bring pruning_cutoff and findings up to date, side by side (each reads the
     placements, and changes only its own table). `per_share_partition`:
-    `per_share_partition_rows`; `backfilled`: source, source_partition, source_offset of the
-    rows that arrived below the checkpoint."""
+    `per_share_partition_rows`."""
     pruning, findings = run_side_by_side(
         [
             lambda: _write_pruning(increment, prepared.positions, prepared.gaps),
-            lambda: _write_findings(
-                increment,
-                config,
-                checkpoint,
-                prepared,
-                per_share_partition,
-                backfilled=backfilled,
-                quarantine=quarantine,
-                group_records=group_records,
-            ),
+            lambda: _write_findings(increment, config, prepared, per_share_partition),
         ]
     )
     return AuditTables(pruning, prepared.groups, prepared.lag, findings, prepared.kinds)
@@ -314,45 +324,30 @@ def _write_lag(increment: Increment, config: JobConfig) -> DataFrame | None:
 def _write_findings(
     increment: Increment,
     config: JobConfig,
-    checkpoint: Checkpoint,
     prepared: AuditInputs,
     per_share_partition: DataFrame,
-    *,
-    backfilled: DataFrame,
-    quarantine: DataFrame,
-    group_records: DataFrame | None,
 ) -> DataFrame:
-    """findings: the per-record and per-share-partition rules' rows after this run (kept by
-    the steps that computed them: `prepared.per_record_findings`, `per_share_partition`);
-    the quarantine's counts and the consumer-offsets extents carried on from the
-    checkpoint; every other rule run again on the whole state, placements, groups and lag.
-    Written whole (it is small)."""
-    spark = increment.store.spark
-    inputs = FindingInputs(
-        history=increment.history,
-        share_state_positions=increment.history.select("source_partition", "source_offset"),
-        quarantine_kinds=prepared.kinds,
-        # Read only by the per-share-partition rules, whose rows are given.
-        segment_starts=segment_starts(increment.touched_segments),
-        delivery_counts=delivery_counts(increment.new_state, increment.delivery_count_limit),
-        placements=increment.placements,
-        state=increment.state,
-        delivery_count_limit=increment.delivery_count_limit,
-        stall_span_seconds=config.stall_span_seconds,
-        state_topic_partitions=config.state_topic_partition_count,
-        consumer_offsets_extents=_consumer_offsets_extents(
-            spark, checkpoint, group_records, quarantine
-        ),
-        group_records=_group_records_end(spark, checkpoint, group_records),
-        groups=prepared.groups,
-        lag=prepared.lag,
-        backfilled=backfilled,
+    """findings: the per-record, state-sized and per-share-partition rules' rows after this
+    run (kept by the steps that found them: `prepared`, `per_share_partition`), with the
+    placement rules' rows found again from every share-partition's placements. Written
+    whole (it is small)."""
+    placed = findings_of(
+        PLACEMENT_RULES,
+        {
+            "placements": increment.placements,
+            "state_topic_partitions": config.state_topic_partition_count,
+        },
     )
-    findings = increment.keep(
-        findings_table(inputs, prepared.per_record_findings, per_share_partition)
-    )
-    increment.record(increment.store.overwrite("findings", findings))
-    return findings
+    parts = [prepared.per_record_findings, prepared.state_sized_findings, per_share_partition]
+    if placed is not None:
+        parts.append(placed)
+    findings = parts[0]
+    for more in parts[1:]:
+        findings = findings.unionByName(more)
+    # One partition: one file (findings are few).
+    kept = increment.keep(findings.select(*FINDINGS_SCHEMA.fieldNames()).repartition(1))
+    increment.record(increment.store.overwrite("findings", kept))
+    return kept
 
 
 def _quarantine_kinds(

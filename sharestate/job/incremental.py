@@ -330,20 +330,12 @@ def _apply(
                     quarantine=quarantine,
                     group_records=increment.group_records,
                     stored_findings=stored_findings,
+                    backfilled=_backfilled(new),
                 ),
             ]
         )
         log.info("wrote the segments and groups in %.1f s", time.monotonic() - started)
-        return write_audits(
-            increment,
-            config,
-            checkpoint,
-            prepared,
-            per_share_partition,
-            quarantine=quarantine,
-            group_records=increment.group_records,
-            backfilled=_backfilled(new),
-        )
+        return write_audits(increment, config, prepared, per_share_partition)
 
     # Each step reads what the replay computed and changes tables of its own; `beside`
     # changes none.

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import DataFrame
 
-from sharestate.audits.findings import PER_SHARE_PARTITION_RULES
+from sharestate.audits.findings import (
+    PER_RECORD_RULES,
+    PER_SHARE_PARTITION_RULES,
+    PLACEMENT_RULES,
+    RULES,
+    STATE_SIZED_RULES,
+)
 from sharestate.audits.findings.registry import (
     PER_SHARE_PARTITION_INPUTS,
     FindingCode,
@@ -55,3 +61,18 @@ def test_the_per_share_partition_rules_are_those_an_incremental_run_carries() ->
     }
     for rule in PER_SHARE_PARTITION_RULES:
         assert set(rule.inputs) <= PER_SHARE_PARTITION_INPUTS
+
+
+def test_an_incremental_run_finds_every_rule_once_in_one_of_its_four_steps() -> None:
+    # An incremental run finds each group of rules in a step of its own: a rule in none
+    # would be missing from its findings, a rule in two would give its rows twice.
+    groups = (PER_RECORD_RULES, PER_SHARE_PARTITION_RULES, PLACEMENT_RULES, STATE_SIZED_RULES)
+    assert sorted(rule.name for group in groups for rule in group) == sorted(
+        rule.name for rule in RULES
+    )
+    assert {rule.name for rule in PLACEMENT_RULES} == {
+        "wrong_state_partition",
+        "state_partition_check_skipped",
+    }
+    # The state-sized rules run before the placements are known.
+    assert not any("placements" in rule.inputs for rule in STATE_SIZED_RULES)

@@ -11,7 +11,7 @@ its rule in the module of the table it reads, and list the rule in `RULES`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from typing import Any, Final
@@ -60,8 +60,10 @@ __all__ = [
     "PER_RECORD_INPUTS",
     "PER_RECORD_RULES",
     "PER_SHARE_PARTITION_RULES",
+    "PLACEMENT_RULES",
     "RULES",
     "SEVERITIES",
+    "STATE_SIZED_RULES",
     "FindingCode",
     "FindingDescription",
     "FindingInputs",
@@ -69,6 +71,7 @@ __all__ = [
     "Severity",
     "Source",
     "catalog",
+    "findings_of",
     "findings_table",
     "per_record_findings",
     "per_share_partition_findings",
@@ -103,6 +106,16 @@ PER_RECORD_RULES: Final = tuple(rule for rule in RULES if rule.per_record)
 #: The rules whose rows are each about one share-partition and follow from its own rows: an
 #: incremental run keeps the earlier run's rows of the untouched ones.
 PER_SHARE_PARTITION_RULES: Final = tuple(rule for rule in RULES if rule.per_share_partition)
+#: The rules that read the placements, which an incremental run knows only once the touched
+#: share-partitions' segments are written.
+PLACEMENT_RULES: Final = tuple(rule for rule in RULES if "placements" in rule.inputs)
+#: Every other rule: each reads state-sized inputs (the whole state, the groups, the lag, the
+#: quarantine's counts, the extents) that an incremental run knows right after its replay.
+STATE_SIZED_RULES: Final = tuple(
+    rule
+    for rule in RULES
+    if not (rule.per_record or rule.per_share_partition or rule in PLACEMENT_RULES)
+)
 
 
 @dataclass(frozen=True)
@@ -184,6 +197,13 @@ def per_share_partition_findings(
         assert rows is not None  # their inputs are never missing
         parts.append(rows)
     return _union(parts)
+
+
+def findings_of(rules: Sequence[FindingRule[Any]], inputs: Mapping[str, Any]) -> DataFrame | None:
+    """The rows of those of `rules` whose inputs are there, in one DataFrame (None when
+    none is). `inputs`: a value (or None) for each `FindingInputs` field the rules read."""
+    parts = [rows for rule in rules if (rows := rule.run_with(inputs)) is not None]
+    return _union(parts) if parts else None
 
 
 def findings_table(
