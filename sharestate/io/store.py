@@ -47,8 +47,9 @@ COMPACT_ABOVE_FILES: Final = 32
 #: The size compaction packs small files into (files this large or larger are left alone).
 COMPACT_TARGET_BYTES: Final = 16 * 2**20
 #: A local unpartitioned table smaller than this is changed by `replace` as a whole (read,
-#: filtered and written again in one commit) rather than by a MERGE: a run's tables of a row
-#: or a few per share-partition, whose size follows the share-partitions, not the history.
+#: filtered and written again in one commit) rather than by a MERGE: the tables of a row or a
+#: few per share-partition or group. One that grows with the history (the segments) goes
+#: back to the MERGE once past it, so a rewrite's cost stays bounded.
 REWRITE_BELOW_BYTES: Final = 8 * 2**20
 #: The marker column of `replace`'s MERGE source: which source rows delete, which insert.
 _OP: Final = "_sharestate_op"
