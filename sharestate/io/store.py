@@ -189,15 +189,9 @@ class TableStore:
             schema = pa.schema(_delta_rs_table(self._local_path(name)).schema().to_arrow())
             return self.spark.createDataFrame(schema.empty_table())
         table = self._read_on_driver(name, partition)
-        types = {c: table.schema.field(c).type for c in on}
-        wanted = wanted.cast(pa.schema([pa.field(c, types[c]) for c in wanted.column_names]))
-        # Joined on the key columns and a row number only: Arrow's join does not carry every
-        # nested type along. A semi join gives each row once, however often its key comes.
-        numbered = table.select(list(on)).append_column(
-            "_row", pa.array(range(table.num_rows), pa.int64())
-        )
-        found = numbered.join(wanted, list(on), join_type="left semi").column("_row")
-        return self.spark.createDataFrame(table.take(pc.take(found, pc.sort_indices(found))))
+        # A semi join gives each row once, however often its key comes.
+        found = _rows_by_key(table, wanted, on, "left semi")
+        return self.spark.createDataFrame(table.take(found))
 
     def read_arrow(self, name: str) -> pa.Table:
         """A small table as Arrow, on the driver."""
@@ -322,16 +316,8 @@ class TableStore:
             stored = table.to_pyarrow_table()
         marked = pc.field(_OP) == "insert"
         inserts = source.filter(marked).drop_columns([_OP]).select(stored.column_names)
-        deletes = source.filter(~marked).select(list(on))
-        deletes = deletes.cast(pa.schema([stored.schema.field(c) for c in on]))
-        # Joined on the key columns and a row number only: Arrow's join does not carry every
-        # nested type along.
-        numbered = stored.select(list(on)).append_column(
-            "_row", pa.array(range(stored.num_rows), pa.int64())
-        )
-        kept = numbered.join(deletes, list(on), join_type="left anti").column("_row")
-        kept_in_order = pc.take(kept, pc.sort_indices(kept))
-        rows = pa.concat_tables([stored.take(kept_in_order), inserts.cast(stored.schema)])
+        kept = _rows_by_key(stored, source.filter(~marked), on, "left anti")
+        rows = pa.concat_tables([stored.take(kept), inserts.cast(stored.schema)])
         from deltalake import write_deltalake
 
         write_deltalake(self._local_path(name), rows, mode="overwrite")
@@ -412,6 +398,19 @@ def _merge_source(rows: DataFrame, delete: DataFrame, on: Sequence[str]) -> Data
         F.lit("delete").alias(_OP),
     )
     return rows.withColumn(_OP, F.lit("insert")).unionByName(markers)
+
+
+def _rows_by_key(table: pa.Table, keys: pa.Table, on: Sequence[str], join_type: str) -> pa.Array:
+    """The numbers, in order, of the rows of `table` that a `join_type` join ("left semi":
+    those with a key in `keys`; "left anti": those without) on the `on` columns keeps."""
+    keys = keys.select(list(on)).cast(pa.schema([table.schema.field(c) for c in on]))
+    # Joined on the key columns and a row number only: Arrow's join does not carry every
+    # nested type along.
+    numbered = table.select(list(on)).append_column(
+        "_row", pa.array(range(table.num_rows), pa.int64())
+    )
+    found = numbered.join(keys, list(on), join_type=join_type).column("_row")
+    return pc.take(found, pc.sort_indices(found))
 
 
 def _rewritten_whole(table: Any) -> bool:
