@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 from urllib.parse import urlparse
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
@@ -407,7 +408,7 @@ def _rows_by_key(table: pa.Table, keys: pa.Table, on: Sequence[str], join_type: 
     # Joined on the key columns and a row number only: Arrow's join does not carry every
     # nested type along.
     numbered = table.select(list(on)).append_column(
-        "_row", pa.array(range(table.num_rows), pa.int64())
+        "_row", pa.array(np.arange(table.num_rows, dtype=np.int64))
     )
     found = numbered.join(keys, list(on), join_type=join_type).column("_row")
     return pc.take(found, pc.sort_indices(found))
