@@ -10,7 +10,9 @@ builds them all; one module per table family:
 * `ranges`: `archived_ranges` -> `poison_messages` / `archived_messages`, offset ranges that
   any decoded record showed as Archived, merged per share-partition into maximal ranges.
 * `segments`: `share_partition_segments`, per share-partition, segment and state-topic
-  partition, the counts and first/last records the per-share-partition audits need.
+  partition, the counts and first/last records the per-share-partition audits need;
+  `segments_arrow`, the same (and the placements) in Arrow, for the few thousand
+  share-partitions an incremental run touches, on the driver.
 * `pruning`: `pruning_cutoff`, per `__share_group_state` partition, the offset Kafka's share
   coordinator would prune the log up to.
 * `groups`: `share_groups`, the share groups of `__consumer_offsets` as the group
@@ -63,12 +65,11 @@ from sharestate.audits.ranges import (
     stored_ranges,
 )
 from sharestate.audits.segments import (
-    PLACEMENT_KEY,
-    SEGMENT_KEY,
     merge_segments,
     share_partition_placements,
     share_partition_segments,
 )
+from sharestate.audits.segments_arrow import PLACEMENT_KEY, SEGMENT_KEY
 from sharestate.audits.start_offsets import start_offset_moves
 from sharestate.decode.columns import KEY
 from sharestate.replay.fold import SINCE

@@ -12,13 +12,8 @@ from typing import Final
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sharestate.decode.columns import KEY
+from sharestate.audits.segments_arrow import PLACEMENT_KEY, SEGMENT_KEY
 from sharestate.kafka.constants import SNAPSHOT, TOMBSTONE, UPDATE
-
-#: Columns of `share_partition_segments` that identify a row.
-SEGMENT_KEY: Final = (*KEY, "segment", "source_partition")
-#: Columns of `share_partition_placements` that identify a row.
-PLACEMENT_KEY: Final = (*KEY, "source_partition")
 
 
 def _segment_merges() -> list[Column]:

@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 from urllib.parse import urlparse
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sharestate.arrow_keys import rows_by_key
 from sharestate.io.files import local_path
 from sharestate.io.tables import delta_table_sql, read_table
 
@@ -186,13 +186,20 @@ class TableStore:
             wanted = scope.select(list(on))
         else:
             wanted = scope.select(*on).distinct().toArrow()
-        if wanted.num_rows == 0:  # no key asks: the table's schema, not its rows
+        return self.spark.createDataFrame(self.read_arrow_matching(name, wanted, on, partition))
+
+    def read_arrow_matching(
+        self, name: str, keys: pa.Table, on: Sequence[str], partition: Partition | None = None
+    ) -> pa.Table:
+        """`read_rows_matching` as Arrow on the driver, for keys already there."""
+        if not self.local:
+            return self.read_rows_matching(name, keys, on, partition).toArrow()
+        if keys.num_rows == 0:  # no key asks: the table's schema, not its rows
             schema = pa.schema(_delta_rs_table(self._local_path(name)).schema().to_arrow())
-            return self.spark.createDataFrame(schema.empty_table())
+            return schema.empty_table()
         table = self._read_on_driver(name, partition)
         # A semi join gives each row once, however often its key comes.
-        found = _rows_by_key(table, wanted, on, "left semi")
-        return self.spark.createDataFrame(table.take(found))
+        return table.take(rows_by_key(table, keys, on, "left semi"))
 
     def read_arrow(self, name: str) -> pa.Table:
         """A small table as Arrow, on the driver."""
@@ -294,16 +301,37 @@ class TableStore:
                 .execute()
             )
             return self._spark_change(name, "replace")
-        arrow = source.toArrow()
-        if arrow.num_rows == 0:  # nothing to delete or insert: no commit
+        return self._replace_on_driver(name, stored, source.toArrow(), on)
+
+    def replace_arrow(
+        self, name: str, rows: pa.Table, delete: pa.Table, on: Sequence[str]
+    ) -> Change:
+        """`replace` with `rows` and `delete` already on the driver, as Arrow: where the
+        output is local no Spark job runs."""
+        if not self.local:
+            spark = self.spark
+            return self.replace(
+                name, spark.createDataFrame(rows), spark.createDataFrame(delete), on
+            )
+        stored = self._on_driver.get((name, None))
+        self._forget(name)
+        return self._replace_on_driver(name, stored, _arrow_merge_source(rows, delete, on), on)
+
+    def _replace_on_driver(
+        self, name: str, stored: pa.Table | None, source: pa.Table, on: Sequence[str]
+    ) -> Change:
+        """`replace` by delta-rs from its merge source (`_merge_source`) as Arrow: the table
+        written again whole, or a MERGE. `stored`: the table as this run read it, if it did."""
+        if source.num_rows == 0:  # nothing to delete or insert: no commit
             return Change(table=name, operation="replace", version=None)
         table = _delta_rs_table(self._local_path(name))
         if _rewritten_whole(table):
-            return self._rewrite(name, table, stored, arrow, on)
+            return self._rewrite(name, table, stored, source, on)
+        condition = " AND ".join(f"t.`{c}` = s.`{c}`" for c in on) + f" AND s.{_OP} = 'delete'"
         metrics = (
-            table.merge(arrow, condition, source_alias="s", target_alias="t")
+            table.merge(source, condition, source_alias="s", target_alias="t")
             .when_matched_delete()
-            .when_not_matched_insert_all(predicate=insert, except_cols=[_OP])
+            .when_not_matched_insert_all(predicate=f"s.{_OP} = 'insert'", except_cols=[_OP])
             .execute()
         )
         return self._delta_rs_change(name, "replace", metrics)
@@ -317,7 +345,7 @@ class TableStore:
             stored = table.to_pyarrow_table()
         marked = pc.field(_OP) == "insert"
         inserts = source.filter(marked).drop_columns([_OP]).select(stored.column_names)
-        kept = _rows_by_key(stored, source.filter(~marked), on, "left anti")
+        kept = rows_by_key(stored, source.filter(~marked), on, "left anti")
         rows = pa.concat_tables([stored.take(kept), inserts.cast(stored.schema)])
         from deltalake import write_deltalake
 
@@ -390,6 +418,24 @@ class TableStore:
         )
 
 
+def _arrow_merge_source(rows: pa.Table, delete: pa.Table, on: Sequence[str]) -> pa.Table:
+    """`_merge_source` of Arrow tables."""
+    schema = pa.schema([field.with_nullable(True) for field in rows.schema])
+    count = delete.num_rows
+    markers = pa.Table.from_arrays(
+        [
+            delete.column(f.name).cast(f.type) if f.name in on else pa.nulls(count, f.type)
+            for f in schema
+        ],
+        schema=schema,
+    )
+    marked = [
+        table.append_column(_OP, pa.array([op] * table.num_rows, pa.string()))
+        for table, op in ((rows.cast(schema), "insert"), (markers, "delete"))
+    ]
+    return pa.concat_tables(marked)
+
+
 def _merge_source(rows: DataFrame, delete: DataFrame, on: Sequence[str]) -> DataFrame:
     """`rows` marked to insert and `delete` marked to delete, in one DataFrame of `rows`'
     columns (a delete row carries its `on` columns, nulls elsewhere)."""
@@ -399,19 +445,6 @@ def _merge_source(rows: DataFrame, delete: DataFrame, on: Sequence[str]) -> Data
         F.lit("delete").alias(_OP),
     )
     return rows.withColumn(_OP, F.lit("insert")).unionByName(markers)
-
-
-def _rows_by_key(table: pa.Table, keys: pa.Table, on: Sequence[str], join_type: str) -> pa.Array:
-    """The numbers, in order, of the rows of `table` that a `join_type` join ("left semi":
-    those with a key in `keys`; "left anti": those without) on the `on` columns keeps."""
-    keys = keys.select(list(on)).cast(pa.schema([table.schema.field(c) for c in on]))
-    # Joined on the key columns and a row number only: Arrow's join does not carry every
-    # nested type along.
-    numbered = table.select(list(on)).append_column(
-        "_row", pa.array(np.arange(table.num_rows, dtype=np.int64))
-    )
-    found = numbered.join(keys, list(on), join_type=join_type).column("_row")
-    return pc.take(found, pc.sort_indices(found))
 
 
 def _rewritten_whole(table: Any) -> bool:

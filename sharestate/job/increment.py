@@ -26,19 +26,19 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from sharestate.arrow_keys import distinct_keys, with_keys, without_keys
 from sharestate.audits import (
     REASON_DELIVERY_LIMIT,
     SEGMENT_KEY,
     archived_messages,
     archived_ranges,
     delivery_counts,
-    merge_segments,
     poison_messages,
-    share_partition_placements,
-    share_partition_segments,
+    segments_arrow,
 )
 from sharestate.audits.ranges import SETTLED, refresh_scope
 from sharestate.decode.columns import KEY
@@ -78,6 +78,8 @@ class Increment:
     #: The keys replayed from their stored state, and those replayed again.
     ongoing: DataFrame = field(init=False)
     again: DataFrame = field(init=False)
+    #: The keys replayed again, on the driver.
+    again_keys: pa.Table = field(init=False)
     again_count: int = field(init=False)
     #: This run's history rows (ongoing: the new ones; replayed again: all of theirs).
     history: DataFrame = field(init=False)
@@ -143,11 +145,17 @@ def split_keys(increment: Increment) -> None:
     again = [tuple(row) for row in backfilled.unionByName(misplaced).distinct().collect()]
     spark = records.sparkSession
     increment.again = spark.createDataFrame(again, _KEY_SCHEMA)
+    increment.again_keys = pa.Table.from_pylist(
+        [dict(zip(KEY, key, strict=True)) for key in again], schema=_KEY_ARROW_SCHEMA
+    )
     increment.again_count = len(again)
     increment.ongoing = touched.join(increment.again, list(KEY), "left_anti")
 
 
 _KEY_SCHEMA = "group_id string, topic_id string, partition int"
+_KEY_ARROW_SCHEMA = pa.schema(
+    [("group_id", pa.string()), ("topic_id", pa.string()), ("partition", pa.int32())]
+)
 
 
 def replay_increment(increment: Increment) -> None:
@@ -212,39 +220,47 @@ def write_segments(increment: Increment, beside: Callable[[], Beside]) -> Beside
     column combines with the stored row's by sum, min or max; the keys replayed again get
     their segments anew. Only the touched keys' stored rows are read, and only the rows of
     the segments that change are written. The placements change where the touched keys'
-    segments do. `beside` runs once the touched keys' segments are known
+    segments do. Computed on the driver in Arrow (`segments_arrow`): the touched keys are a
+    few thousand, and as Spark queries these steps cost more to plan and start than to
+    compute. `beside` runs once the touched keys' segments are known
     (`Increment.touched_segments`), beside the two commits; its result is returned."""
-    touched = increment.touched()
-    stored = increment.store.read_rows_matching("share_partition_segments", touched, KEY)
-    ongoing_history = increment.history.join(increment.ongoing, list(KEY), "left_semi")
-    segments = merge_segments(
-        stored.join(increment.ongoing, list(KEY), "left_semi"),
-        share_partition_segments(ongoing_history),
-    )
-    changed = ongoing_history.select(*SEGMENT_KEY).distinct()
+    store = increment.store
+    # One Spark job: the rows of the touched keys' history the segments read.
+    history = increment.history.select(*segments_arrow.HISTORY_COLUMNS).toArrow()
+    touched = distinct_keys(history, KEY)
+    stored = store.read_arrow_matching("share_partition_segments", touched, KEY)
+    again = increment.again_keys
+    new = segments_arrow.history_segments(without_keys(history, again, KEY))
+    segments = segments_arrow.merge_segments(without_keys(stored, again, KEY), new)
+    changed = new.select(list(SEGMENT_KEY))
     delete = changed
     if increment.again_count:
-        again_history = increment.history.join(increment.again, list(KEY), "left_semi")
-        segments = segments.unionByName(share_partition_segments(again_history))
-        changed = changed.unionByName(again_history.select(*SEGMENT_KEY)).distinct()
-        delete = changed.unionByName(
-            stored.join(increment.again, list(KEY), "left_semi").select(*SEGMENT_KEY)
-        ).distinct()
-    # Kept: the rows written, the per-share-partition findings and the placements read it.
-    increment.touched_segments = increment.keep(segments)
+        again_segments = segments_arrow.history_segments(with_keys(history, again, KEY))
+        segments = pa.concat_tables([segments, again_segments])
+        changed = pa.concat_tables([changed, again_segments.select(list(SEGMENT_KEY))])
+        stored_again = with_keys(stored, again, KEY).select(list(SEGMENT_KEY))
+        delete = distinct_keys(
+            pa.concat_tables([changed, stored_again.cast(changed.schema)]), SEGMENT_KEY
+        )
+    spark = store.spark
+    increment.touched_segments = spark.createDataFrame(segments)
+    stored_placements = store.read_arrow(PLACEMENTS_TABLE)
+    touched_placements = segments_arrow.placements(segments)
+    increment.placements = spark.createDataFrame(
+        pa.concat_tables(
+            [
+                without_keys(stored_placements, touched, KEY).cast(touched_placements.schema),
+                touched_placements,
+            ]
+        )
+    )
 
     def write_changed_segments() -> None:
-        rows = increment.touched_segments.join(changed, list(SEGMENT_KEY), "left_semi")
-        change = increment.store.replace("share_partition_segments", rows, delete, SEGMENT_KEY)
-        increment.record(change)
+        rows = with_keys(segments, changed, SEGMENT_KEY)
+        increment.record(store.replace_arrow("share_partition_segments", rows, delete, SEGMENT_KEY))
 
     def write_placements() -> None:
-        untouched = increment.stored_placements.join(touched, list(KEY), "left_anti")
-        increment.placements = increment.keep(
-            untouched.unionByName(share_partition_placements(increment.touched_segments))
-        )
-        rows = increment.placements.join(touched, list(KEY), "left_semi")
-        increment.record(increment.store.replace(PLACEMENTS_TABLE, rows, touched, KEY))
+        increment.record(store.replace_arrow(PLACEMENTS_TABLE, touched_placements, touched, KEY))
 
     *_, result = run_side_by_side([write_changed_segments, write_placements, beside])
     found: Beside = result

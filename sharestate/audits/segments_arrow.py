@@ -1,0 +1,256 @@
+"""`share_partition_segments` and `share_partition_placements` computed in Arrow, for a few
+thousand share-partitions on the driver: what an incremental run does with the touched
+share-partitions' rows, which as Spark queries cost more to plan and start than to compute.
+
+Each function gives the rows its DataFrame twin in `sharestate.audits.segments` gives for
+the same input (the tests hold them equal); the columns and their types are the Delta
+tables' (`SEGMENTS_SCHEMA`, `PLACEMENTS_SCHEMA`). Pure pyarrow and numpy: no Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sharestate.decode.columns import KEY
+from sharestate.kafka.constants import SNAPSHOT, TOMBSTONE, UPDATE
+
+#: Columns of `share_partition_segments` that identify a row.
+SEGMENT_KEY: Final = (*KEY, "segment", "source_partition")
+#: Columns of `share_partition_placements` that identify a row.
+PLACEMENT_KEY: Final = (*KEY, "source_partition")
+
+_TIMESTAMP: Final = pa.timestamp("us", tz="UTC")
+_RECORD: Final = pa.struct([("source_offset", pa.int64()), ("record_type", pa.string())])
+_EVENT: Final = pa.struct(
+    [
+        ("source_offset", pa.int64()),
+        ("source_timestamp", _TIMESTAMP),
+        ("record_type", pa.string()),
+    ]
+)
+_KEY_FIELDS: Final = [
+    pa.field("group_id", pa.string()),
+    pa.field("topic_id", pa.string()),
+    pa.field("partition", pa.int32()),
+]
+#: `share_partition_segments` as the Delta table holds it.
+SEGMENTS_SCHEMA: Final = pa.schema(
+    [
+        *_KEY_FIELDS,
+        pa.field("segment", pa.int64()),
+        pa.field("source_partition", pa.int32()),
+        pa.field("records", pa.int64()),
+        pa.field("updates", pa.int64()),
+        pa.field("first_record", _RECORD),
+        pa.field("last_record", _RECORD),
+        pa.field("first_update_offset", pa.int64()),
+        pa.field("last_snapshot_or_tombstone", _EVENT),
+    ]
+)
+#: `share_partition_placements` as the Delta table holds it.
+PLACEMENTS_SCHEMA: Final = pa.schema(
+    [
+        *_KEY_FIELDS,
+        pa.field("source_partition", pa.int32()),
+        pa.field("records", pa.int64()),
+        pa.field("first_offset", pa.int64()),
+        pa.field("last_record", _RECORD),
+        pa.field("last_snapshot_or_tombstone", _EVENT),
+    ]
+)
+#: The history columns `history_segments` reads.
+HISTORY_COLUMNS: Final = (*SEGMENT_KEY, "source_offset", "source_timestamp", "record_type")
+
+
+class _Groups:
+    """The rows of a table in groups of equal `keys`: `order` sorts the rows by the keys
+    (and, within a group, by `within` ascending), `starts` is where each group begins in
+    that order and `group` the group of each sorted row."""
+
+    def __init__(self, table: pa.Table, keys: Sequence[str], within: str | None = None) -> None:
+        sort = [(c, "ascending") for c in keys]
+        if within is not None:
+            sort.append((within, "ascending"))
+        self.order = pc.sort_indices(table, sort_keys=sort)
+        ordered = table.select(list(keys)).take(self.order)
+        n = ordered.num_rows
+        change = np.zeros(n, dtype=bool)
+        if n:
+            change[0] = True
+        for name in keys:
+            column = ordered.column(name).combine_chunks()
+            if n > 1:
+                differs = pc.not_equal(column.slice(1), column.slice(0, n - 1))
+                change[1:] |= differs.to_numpy(zero_copy_only=False)
+        self.starts = np.flatnonzero(change)
+        self.group = np.cumsum(change) - 1
+        self.ends = np.append(self.starts[1:], n)
+        #: The first sorted row of each group, as a row number of the table.
+        self.first = self.order.to_numpy()[self.starts] if n else np.zeros(0, np.int64)
+
+    @property
+    def count(self) -> int:
+        return len(self.starts)
+
+    def sum(self, values: np.ndarray) -> np.ndarray:
+        if not self.count:
+            return np.zeros(0, dtype=np.int64)
+        return np.add.reduceat(values[self.order.to_numpy()], self.starts)
+
+    def arg_max(self, values: pa.Array) -> np.ndarray:
+        """Per group, the row number of the table whose `values` (int64, nulls ignored) are
+        largest; -1 where the group has none."""
+        return self._arg(values, np.maximum, np.iinfo(np.int64).min)
+
+    def arg_min(self, values: pa.Array) -> np.ndarray:
+        """Per group, the row number with the smallest `values`; -1 where none."""
+        return self._arg(values, np.minimum, np.iinfo(np.int64).max)
+
+    def _arg(self, values: pa.Array, pick: np.ufunc, missing: int) -> np.ndarray:
+        if not self.count:
+            return np.zeros(0, dtype=np.int64)
+        order = self.order.to_numpy()
+        filled = pc.fill_null(values, missing).to_numpy(zero_copy_only=False)[order]
+        best = pick.reduceat(filled, self.starts)
+        # The first sorted row of its group that holds the group's best value (values are
+        # unique within a group: offsets of one share-partition's log).
+        at = np.full(self.count, -1, dtype=np.int64)
+        hits = np.flatnonzero(filled == best[self.group])
+        groups = self.group[hits]
+        first_hit = np.unique(groups, return_index=True)
+        at[first_hit[0]] = order[hits[first_hit[1]]]
+        at[best == missing] = -1
+        return at
+
+
+def _take(column: pa.Array | pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
+    """`column`'s values at `rows`, null where a row is -1."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    # A null index takes a null.
+    return pc.take(column, pa.array(rows, type=pa.int64(), mask=rows < 0))
+
+
+def _struct(
+    fields: dict[str, pa.Array], type_: pa.StructType, valid: np.ndarray | None
+) -> pa.Array:
+    """A struct of `type_` from its `fields`' columns; null where `valid` is false."""
+    members = [type_.field(i) for i in range(type_.num_fields)]
+    columns = [fields[member.name].cast(member.type) for member in members]
+    mask = None if valid is None else pa.array(~valid)
+    return pa.StructArray.from_arrays(columns, fields=members, mask=mask)
+
+
+def _keys(table: pa.Table, groups: _Groups, keys: Sequence[str]) -> dict[str, pa.Array]:
+    first = pa.array(groups.first)
+    return {name: table.column(name).take(first) for name in keys}
+
+
+def _empty(schema: pa.Schema) -> pa.Table:
+    return schema.empty_table()
+
+
+def history_segments(history: pa.Table) -> pa.Table:
+    """`share_partition_segments` of `history` (`share_partition_history` rows: at least
+    `HISTORY_COLUMNS`): per share-partition, segment and state-topic partition, its records
+    and updates, its first and last record, its first update and its latest snapshot or
+    tombstone."""
+    if history.num_rows == 0:
+        return _empty(SEGMENTS_SCHEMA)
+    history = history.select(list(HISTORY_COLUMNS)).combine_chunks()
+    offsets = history.column("source_offset")
+    types = history.column("record_type")
+    groups = _Groups(history, SEGMENT_KEY, within="source_offset")
+    is_update = pc.equal(types, UPDATE)
+    update_offsets = pc.if_else(is_update, offsets, pa.nulls(len(offsets), pa.int64()))
+    is_event = pc.is_in(types, pa.array([SNAPSHOT, TOMBSTONE]))
+    event_offsets = pc.if_else(is_event, offsets, pa.nulls(len(offsets), pa.int64()))
+    first = groups.arg_min(offsets)
+    last = groups.arg_max(offsets)
+    first_update = groups.arg_min(update_offsets)
+    event = groups.arg_max(event_offsets)
+    columns = _keys(history, groups, SEGMENT_KEY)
+    columns["records"] = pa.array(groups.ends - groups.starts, pa.int64())
+    columns["updates"] = pa.array(
+        groups.sum(is_update.to_numpy(zero_copy_only=False).astype(np.int64)), pa.int64()
+    )
+    columns["first_record"] = _struct(
+        {"source_offset": _take(offsets, first), "record_type": _take(types, first)},
+        _RECORD,
+        None,
+    )
+    columns["last_record"] = _struct(
+        {"source_offset": _take(offsets, last), "record_type": _take(types, last)}, _RECORD, None
+    )
+    columns["first_update_offset"] = _take(offsets, first_update)
+    columns["last_snapshot_or_tombstone"] = _struct(
+        {
+            "source_offset": _take(offsets, event),
+            "source_timestamp": _take(history.column("source_timestamp"), event),
+            "record_type": _take(types, event),
+        },
+        _EVENT,
+        event >= 0,
+    )
+    return pa.table(columns).cast(SEGMENTS_SCHEMA)
+
+
+def merge_segments(stored: pa.Table, new: pa.Table) -> pa.Table:
+    """Rows of `share_partition_segments` from two runs combined: a segment in both gets one
+    row, each column the sum, min or max of the two (as `segments.merge_segments`)."""
+    both = pa.concat_tables([stored.cast(SEGMENTS_SCHEMA), new.cast(SEGMENTS_SCHEMA)])
+    if both.num_rows == 0:
+        return _empty(SEGMENTS_SCHEMA)
+    both = both.combine_chunks()
+    groups = _Groups(both, SEGMENT_KEY)
+    first = groups.arg_min(pc.struct_field(both.column("first_record"), "source_offset"))
+    last = groups.arg_max(pc.struct_field(both.column("last_record"), "source_offset"))
+    events = both.column("last_snapshot_or_tombstone")
+    event_offsets = pc.if_else(
+        pc.is_valid(events),
+        pc.struct_field(events, "source_offset"),
+        pa.nulls(both.num_rows, pa.int64()),
+    )
+    event = groups.arg_max(event_offsets)
+    first_update = groups.arg_min(both.column("first_update_offset"))
+    columns = _keys(both, groups, SEGMENT_KEY)
+    for name in ("records", "updates"):
+        values = both.column(name).to_numpy(zero_copy_only=False)
+        columns[name] = pa.array(groups.sum(values), pa.int64())
+    columns["first_record"] = _take(both.column("first_record"), first)
+    columns["last_record"] = _take(both.column("last_record"), last)
+    columns["first_update_offset"] = _take(both.column("first_update_offset"), first_update)
+    columns["last_snapshot_or_tombstone"] = _take(events, event)
+    return pa.table(columns).cast(SEGMENTS_SCHEMA)
+
+
+def placements(segments: pa.Table) -> pa.Table:
+    """`share_partition_placements` of `segments`: per share-partition and state-topic
+    partition, its records, the offset of its first, its last record and its latest
+    snapshot or tombstone (as `segments.share_partition_placements`)."""
+    if segments.num_rows == 0:
+        return _empty(PLACEMENTS_SCHEMA)
+    segments = segments.cast(SEGMENTS_SCHEMA).combine_chunks()
+    groups = _Groups(segments, PLACEMENT_KEY)
+    first_offsets = pc.struct_field(segments.column("first_record"), "source_offset")
+    last = groups.arg_max(pc.struct_field(segments.column("last_record"), "source_offset"))
+    events = segments.column("last_snapshot_or_tombstone")
+    event_offsets = pc.if_else(
+        pc.is_valid(events),
+        pc.struct_field(events, "source_offset"),
+        pa.nulls(segments.num_rows, pa.int64()),
+    )
+    event = groups.arg_max(event_offsets)
+    columns = _keys(segments, groups, PLACEMENT_KEY)
+    columns["records"] = pa.array(
+        groups.sum(segments.column("records").to_numpy(zero_copy_only=False)), pa.int64()
+    )
+    columns["first_offset"] = _take(first_offsets, groups.arg_min(first_offsets))
+    columns["last_record"] = _take(segments.column("last_record"), last)
+    columns["last_snapshot_or_tombstone"] = _take(events, event)
+    return pa.table(columns).cast(PLACEMENTS_SCHEMA)
