@@ -69,13 +69,11 @@ HISTORY_COLUMNS: Final = (*SEGMENT_KEY, "source_offset", "source_timestamp", "re
 
 class _Groups:
     """The rows of a table in groups of equal `keys`: `order` sorts the rows by the keys
-    (and, within a group, by `within` ascending), `starts` is where each group begins in
-    that order and `group` the group of each sorted row."""
+    (and, within a group, by the `within` columns ascending), `starts` is where each group
+    begins in that order and `group` the group of each sorted row."""
 
-    def __init__(self, table: pa.Table, keys: Sequence[str], within: str | None = None) -> None:
-        sort = [(c, "ascending") for c in keys]
-        if within is not None:
-            sort.append((within, "ascending"))
+    def __init__(self, table: pa.Table, keys: Sequence[str], within: Sequence[str] = ()) -> None:
+        sort = [(c, "ascending") for c in (*keys, *within)]
         self.order = pc.sort_indices(table, sort_keys=sort)
         ordered = table.select(list(keys)).take(self.order)
         n = ordered.num_rows
@@ -101,6 +99,14 @@ class _Groups:
         if not self.count:
             return np.zeros(0, dtype=np.int64)
         return np.add.reduceat(values[self.order.to_numpy()], self.starts)
+
+    def spread_max(self, values: pa.ChunkedArray) -> np.ndarray:
+        """Per row of the table, the largest of `values` (no nulls) in its group."""
+        order = self.order.to_numpy()
+        best = np.maximum.reduceat(values.to_numpy()[order], self.starts)
+        out = np.empty(len(order), dtype=best.dtype)
+        out[order] = best[self.group]
+        return out
 
     def arg_max(self, values: pa.Array) -> np.ndarray:
         """Per group, the row number of the table whose `values` (int64, nulls ignored) are
@@ -165,7 +171,7 @@ def history_segments(history: pa.Table) -> pa.Table:
     history = history.select(list(HISTORY_COLUMNS)).combine_chunks()
     offsets = history.column("source_offset")
     types = history.column("record_type")
-    groups = _Groups(history, SEGMENT_KEY, within="source_offset")
+    groups = _Groups(history, SEGMENT_KEY, within=["source_offset"])
     is_update = pc.equal(types, UPDATE)
     update_offsets = pc.if_else(is_update, offsets, pa.nulls(len(offsets), pa.int64()))
     is_event = pc.is_in(types, pa.array([SNAPSHOT, TOMBSTONE]))
@@ -254,3 +260,74 @@ def placements(segments: pa.Table) -> pa.Table:
     columns["last_record"] = _take(segments.column("last_record"), last)
     columns["last_snapshot_or_tombstone"] = _take(events, event)
     return pa.table(columns).cast(PLACEMENTS_SCHEMA)
+
+
+#: `segment_starts`'s columns (`sharestate.audits.findings.snapshots.segment_starts`).
+SEGMENT_STARTS_SCHEMA: Final = pa.schema(
+    [
+        *_KEY_FIELDS,
+        pa.field("segment", pa.int64()),
+        pa.field(
+            "_first",
+            pa.struct(
+                [
+                    ("source_partition", pa.int32()),
+                    ("source_offset", pa.int64()),
+                    ("record_type", pa.string()),
+                ]
+            ),
+        ),
+        pa.field(
+            "_first_update",
+            pa.struct([("source_partition", pa.int32()), ("source_offset", pa.int64())]),
+        ),
+        pa.field("_updates", pa.int64()),
+        pa.field("_last_segment", pa.int64()),
+    ]
+)
+
+
+def segment_starts(segments: pa.Table) -> pa.Table:
+    """Per share-partition and segment (over its state-topic partitions), from its
+    `share_partition_segments` rows: its first record (`_first`: on the lowest state-topic
+    partition, as a minimum of the struct orders it), its first update (`_first_update`),
+    its updates (`_updates`) and the share-partition's last segment (`_last_segment`), as
+    `sharestate.audits.findings.snapshots.segment_starts` gives them."""
+    if segments.num_rows == 0:
+        return _empty(SEGMENT_STARTS_SCHEMA)
+    segments = segments.cast(SEGMENTS_SCHEMA).combine_chunks()
+    key = (*KEY, "segment")
+    # A segment has one row per state-topic partition: the lowest partition's row is the
+    # struct minimum.
+    groups = _Groups(segments, key, within=["source_partition"])
+    source_partitions = segments.column("source_partition").cast(pa.int64())
+    first = groups.arg_min(source_partitions)
+    updates = segments.column("first_update_offset")
+    first_update = groups.arg_min(
+        pc.if_else(pc.is_valid(updates), source_partitions, pa.nulls(len(updates), pa.int64()))
+    )
+    first_record = segments.column("first_record")
+    columns = _keys(segments, groups, key)
+    columns["_first"] = _struct(
+        {
+            "source_partition": _take(segments.column("source_partition"), first),
+            "source_offset": _take(pc.struct_field(first_record, "source_offset"), first),
+            "record_type": _take(pc.struct_field(first_record, "record_type"), first),
+        },
+        SEGMENT_STARTS_SCHEMA.field("_first").type,
+        None,
+    )
+    columns["_first_update"] = _struct(
+        {
+            "source_partition": _take(segments.column("source_partition"), first_update),
+            "source_offset": _take(updates, first_update),
+        },
+        SEGMENT_STARTS_SCHEMA.field("_first_update").type,
+        first_update >= 0,
+    )
+    columns["_updates"] = pa.array(
+        groups.sum(segments.column("updates").to_numpy(zero_copy_only=False)), pa.int64()
+    )
+    starts = pa.table(columns)
+    columns["_last_segment"] = pa.array(_Groups(starts, KEY).spread_max(starts["segment"]))
+    return pa.table(columns).cast(SEGMENT_STARTS_SCHEMA)

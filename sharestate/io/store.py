@@ -24,9 +24,9 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import Any, Final
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -95,15 +95,6 @@ def is_local(path: str) -> bool:
 
 #: A partition of a table: (partition column, value).
 Partition = tuple[str, bool | int | str]
-#: The keys a read matches rows on: a DataFrame, or an Arrow table already on the driver.
-Keys: TypeAlias = "DataFrame | pa.Table"
-
-
-def keys_where(keys: Keys, column: str) -> Keys:
-    """The keys whose boolean `column` is true."""
-    if isinstance(keys, pa.Table):
-        return keys.filter(pc.field(column))
-    return keys.filter(F.col(column))
 
 
 class TableStore:
@@ -156,44 +147,20 @@ class TableStore:
             raise FileNotFoundError(self.path(name))
         return df
 
-    def keys_for_reads(self, keys: DataFrame, keep: Callable[[DataFrame], DataFrame]) -> Keys:
-        """`keys` computed once for several `read_rows_matching`: where the output is local,
-        brought to the driver (one Spark job; each read then filters on the driver with
-        none); elsewhere kept with `keep` (each read is a lazy join on them)."""
-        return keys.toArrow() if self.local else keep(keys)
-
-    def read_rows_matching(
-        self,
-        name: str,
-        scope: Keys,
-        on: Sequence[str],
-        partition: Partition | None = None,
-    ) -> DataFrame:
-        """The rows of table `name` whose `on` columns equal those of a row of `scope` (a
-        DataFrame, or keys already on the driver: `keys_for_reads`), each row once, with
-        the table's columns only; with `partition` (column, value), only that partition's.
-        Where the output is local, the table is read and filtered on the driver, and only
-        the matching rows go to Spark (those a run needs of a table that grows with the
-        history are few)."""
+    def read_arrow_matching(
+        self, name: str, keys: pa.Table, on: Sequence[str], partition: Partition | None = None
+    ) -> pa.Table:
+        """The rows of table `name` whose `on` columns equal those of a row of `keys`, each
+        row once, with the table's columns only, on the driver; with `partition` (column,
+        value), only that partition's. Where the output is local the table is read and
+        filtered on the driver (delta-rs); elsewhere Spark joins it with the keys (the rows a
+        run needs of a table that grows with the history are few)."""
         if not self.local:
             table_df = self.read(name, small=False)
             if partition is not None:
                 table_df = table_df.filter(F.col(partition[0]) == F.lit(partition[1]))
-            if isinstance(scope, pa.Table):
-                scope = self.spark.createDataFrame(scope.select(list(on)))
-            return table_df.join(scope.select(*on).distinct(), list(on), "left_semi")
-        if isinstance(scope, pa.Table):
-            wanted = scope.select(list(on))
-        else:
-            wanted = scope.select(*on).distinct().toArrow()
-        return self.spark.createDataFrame(self.read_arrow_matching(name, wanted, on, partition))
-
-    def read_arrow_matching(
-        self, name: str, keys: pa.Table, on: Sequence[str], partition: Partition | None = None
-    ) -> pa.Table:
-        """`read_rows_matching` as Arrow on the driver, for keys already there."""
-        if not self.local:
-            return self.read_rows_matching(name, keys, on, partition).toArrow()
+            wanted = self.spark.createDataFrame(keys.select(list(on))).distinct()
+            return table_df.join(wanted, list(on), "left_semi").toArrow()
         if keys.num_rows == 0:  # no key asks: the table's schema, not its rows
             schema = pa.schema(_delta_rs_table(self._local_path(name)).schema().to_arrow())
             return schema.empty_table()
@@ -250,12 +217,18 @@ class TableStore:
         if self._through_spark(row_count):
             rows.write.format("delta").mode("append").save(self.path(name))
             return self._spark_change(name, "append")
+        return self.append_arrow(name, rows.toArrow())
+
+    def append_arrow(self, name: str, rows: pa.Table) -> Change:
+        """`append` with `rows` already on the driver, as Arrow."""
+        if not self.local:
+            return self.append(name, self.spark.createDataFrame(rows))
+        self._forget(name)
+        if rows.num_rows == 0:  # nothing to add: no commit
+            return Change(table=name, operation="append", version=None)
         from deltalake import write_deltalake
 
-        arrow = rows.toArrow()
-        if arrow.num_rows == 0:  # nothing to add: no commit
-            return Change(table=name, operation="append", version=None)
-        write_deltalake(self._local_path(name), arrow, mode="append")
+        write_deltalake(self._local_path(name), rows, mode="append")
         return self._delta_rs_change(name, "append")
 
     def overwrite(self, name: str, rows: DataFrame) -> Change:
@@ -264,9 +237,16 @@ class TableStore:
         if self._through_spark(None):
             rows.write.format("delta").mode("overwrite").save(self.path(name))
             return self._spark_change(name, "overwrite")
+        return self.overwrite_arrow(name, rows.toArrow())
+
+    def overwrite_arrow(self, name: str, rows: pa.Table) -> Change:
+        """`overwrite` with `rows` already on the driver, as Arrow (one file)."""
+        if not self.local:
+            return self.overwrite(name, self.spark.createDataFrame(rows).coalesce(1))
+        self._forget(name)
         from deltalake import write_deltalake
 
-        write_deltalake(self._local_path(name), rows.toArrow(), mode="overwrite")
+        write_deltalake(self._local_path(name), rows, mode="overwrite")
         return self._delta_rs_change(name, "overwrite")
 
     def replace(

@@ -21,12 +21,14 @@ are recomputed from state-sized inputs.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -34,16 +36,14 @@ from sharestate.arrow_keys import distinct_keys, with_keys, without_keys
 from sharestate.audits import (
     REASON_DELIVERY_LIMIT,
     SEGMENT_KEY,
-    archived_messages,
     archived_ranges,
     delivery_counts,
-    poison_messages,
     segments_arrow,
 )
 from sharestate.audits.ranges import SETTLED, refresh_scope
 from sharestate.decode.columns import KEY
 from sharestate.io.checkpoint import PLACEMENTS_TABLE
-from sharestate.io.store import Change, TableStore, keys_where
+from sharestate.io.store import Change, TableStore
 from sharestate.job.cache import CacheScope
 from sharestate.job.side_by_side import run_side_by_side
 from sharestate.replay import replay
@@ -78,17 +78,19 @@ class Increment:
     #: The keys replayed from their stored state, and those replayed again.
     ongoing: DataFrame = field(init=False)
     again: DataFrame = field(init=False)
-    #: The keys replayed again, on the driver.
+    #: The touched keys (`touched`) and those replayed again, on the driver.
+    touched_keys: pa.Table = field(init=False)
     again_keys: pa.Table = field(init=False)
+    touched_frame: DataFrame = field(init=False)
     again_count: int = field(init=False)
     #: This run's history rows (ongoing: the new ones; replayed again: all of theirs).
     history: DataFrame = field(init=False)
     #: The state rows of every key the increment touches, and the whole state after it.
     new_state: DataFrame = field(init=False)
     state: DataFrame = field(init=False)
-    #: The touched keys' rows of the segments table after the increment, and the
-    #: placements of every key after it.
-    touched_segments: DataFrame = field(init=False)
+    #: The touched keys' rows of the segments table after the increment (on the driver),
+    #: and the placements of every key after it.
+    touched_segments: pa.Table = field(init=False)
     placements: DataFrame = field(init=False)
     #: The records of the keys replayed again (stored and new).
     again_records: DataFrame = field(init=False)
@@ -97,6 +99,9 @@ class Increment:
     range_totals: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: The tables changed so far, in order (a failed run puts them back).
     written: list[str] = field(default_factory=list)
+    _collected: dict[str, pa.Table] = field(default_factory=dict, init=False, repr=False)
+    _collect_locks: dict[str, threading.Lock] = field(default_factory=dict, init=False, repr=False)
+    _collecting: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def record(self, change: Change) -> None:
         """Note a change, and log it."""
@@ -113,8 +118,31 @@ class Increment:
 
     def touched(self) -> DataFrame:
         """Every key the increment touches (ongoing and replayed again): those of the new
-        state rows."""
-        return self.new_state.select(*KEY)
+        records, which are those of the new state rows and of the new history rows."""
+        return self.touched_frame
+
+    def new_delivery_counts(self) -> pa.Table:
+        """`delivery_counts` of the touched keys' new state, on the driver (their table's
+        commit and the per-share-partition findings read it)."""
+        return self._on_driver(
+            "delivery_counts",
+            lambda: delivery_counts(self.new_state, self.delivery_count_limit).toArrow(),
+        )
+
+    def history_rows(self) -> pa.Table:
+        """This run's history rows (`history`) on the driver (their table's commit and the
+        segments read them)."""
+        return self._on_driver("history", self.history.toArrow)
+
+    def _on_driver(self, name: str, collect: Callable[[], pa.Table]) -> pa.Table:
+        """`collect()` run once (one Spark job), by the first of the steps running side by
+        side that asks; the others wait for it."""
+        with self._collecting:
+            lock = self._collect_locks.setdefault(name, threading.Lock())
+        with lock:
+            if name not in self._collected:
+                self._collected[name] = collect()
+            return self._collected[name]
 
 
 def split_keys(increment: Increment) -> None:
@@ -141,18 +169,20 @@ def split_keys(increment: Increment) -> None:
         .distinct()
     )
     misplaced = placements.groupBy(*KEY).count().filter(F.col("count") > 1).select(*KEY)
-    # Few keys, if any: collected once, they cost no further job wherever they are read.
-    again = [tuple(row) for row in backfilled.unionByName(misplaced).distinct().collect()]
+    again = backfilled.unionByName(misplaced).distinct().withColumn("_again", F.lit(True))
+    # A few thousand keys: collected once (one Spark job), they cost no further job wherever
+    # they are read, on the driver or in Spark (as a local relation).
+    keys = touched.join(again, list(KEY), "left").toArrow()
+    is_again = pc.fill_null(keys.column("_again"), False)
+    increment.touched_keys = keys.select(list(KEY)).cast(_KEY_ARROW_SCHEMA)
+    increment.again_keys = increment.touched_keys.filter(is_again)
+    increment.again_count = increment.again_keys.num_rows
     spark = records.sparkSession
-    increment.again = spark.createDataFrame(again, _KEY_SCHEMA)
-    increment.again_keys = pa.Table.from_pylist(
-        [dict(zip(KEY, key, strict=True)) for key in again], schema=_KEY_ARROW_SCHEMA
-    )
-    increment.again_count = len(again)
-    increment.ongoing = touched.join(increment.again, list(KEY), "left_anti")
+    increment.touched_frame = spark.createDataFrame(increment.touched_keys)
+    increment.again = spark.createDataFrame(increment.again_keys)
+    increment.ongoing = spark.createDataFrame(increment.touched_keys.filter(pc.invert(is_again)))
 
 
-_KEY_SCHEMA = "group_id string, topic_id string, partition int"
 _KEY_ARROW_SCHEMA = pa.schema(
     [("group_id", pa.string()), ("topic_id", pa.string()), ("partition", pa.int32())]
 )
@@ -187,31 +217,26 @@ def replay_increment(increment: Increment) -> None:
     increment.state = increment.keep(untouched.unionByName(increment.new_state))
 
 
-def write_history(increment: Increment, *, row_count: int | None) -> None:
+def write_history(increment: Increment) -> None:
     """share_partition_history: append the new rows; the keys replayed again lose their
     stored rows for the replayed ones (one MERGE)."""
     store = increment.store
+    rows = increment.history_rows()
     if increment.again_count:
-        change = store.replace(
-            "share_partition_history",
-            increment.history,
-            increment.again,
-            KEY,
-            row_count=row_count,
-        )
+        change = store.replace_arrow("share_partition_history", rows, increment.again_keys, KEY)
     else:
-        change = store.append("share_partition_history", increment.history, row_count=row_count)
+        change = store.append_arrow("share_partition_history", rows)
     increment.record(change)
 
 
 def write_state(increment: Increment) -> None:
     """share_partition_state and delivery_counts: the rows of the touched keys replaced
     (both are functions of each key's state alone)."""
-    touched = increment.touched()
     store = increment.store
-    increment.record(store.replace("share_partition_state", increment.new_state, touched, KEY))
-    counts = delivery_counts(increment.new_state, increment.delivery_count_limit)
-    increment.record(store.replace("delivery_counts", counts, touched, KEY))
+    state = store.replace("share_partition_state", increment.new_state, increment.touched(), KEY)
+    increment.record(state)
+    counts = increment.new_delivery_counts()
+    increment.record(store.replace_arrow("delivery_counts", counts, increment.touched_keys, KEY))
 
 
 def write_segments(increment: Increment, beside: Callable[[], Beside]) -> Beside:
@@ -225,9 +250,8 @@ def write_segments(increment: Increment, beside: Callable[[], Beside]) -> Beside
     compute. `beside` runs once the touched keys' segments are known
     (`Increment.touched_segments`), beside the two commits; its result is returned."""
     store = increment.store
-    # One Spark job: the rows of the touched keys' history the segments read.
-    history = increment.history.select(*segments_arrow.HISTORY_COLUMNS).toArrow()
-    touched = distinct_keys(history, KEY)
+    history = increment.history_rows()
+    touched = increment.touched_keys
     stored = store.read_arrow_matching("share_partition_segments", touched, KEY)
     again = increment.again_keys
     new = segments_arrow.history_segments(without_keys(history, again, KEY))
@@ -243,7 +267,7 @@ def write_segments(increment: Increment, beside: Callable[[], Beside]) -> Beside
             pa.concat_tables([changed, stored_again.cast(changed.schema)]), SEGMENT_KEY
         )
     spark = store.spark
-    increment.touched_segments = spark.createDataFrame(segments)
+    increment.touched_segments = segments
     stored_placements = store.read_arrow(PLACEMENTS_TABLE)
     touched_placements = segments_arrow.placements(segments)
     increment.placements = spark.createDataFrame(
@@ -272,7 +296,8 @@ def write_ranges(increment: Increment) -> None:
     increment can change (those not settled, and every one of a reopened key) are
     merged with the new archived intervals and given their final-state columns again; the
     keys replayed again get their ranges anew from all their records. Only those stored
-    ranges are read."""
+    ranges are read. The ranges read and the new ones are brought to the driver (a few
+    thousand), where the commits and the run's totals are made from them."""
     limit = increment.delivery_count_limit
     ongoing_records = increment.records.join(increment.ongoing, list(KEY), "left_semi")
     ongoing_state = increment.new_state.join(increment.ongoing, list(KEY), "left_semi")
@@ -284,15 +309,19 @@ def write_ranges(increment: Increment) -> None:
                 *KEY, F.lit(True).alias("_reopened"), F.lit(True).alias("_settled_changes")
             )
         )
-    # Kept: both the new rows and the rows to remove are computed from it.
-    removed = increment.keep(_stored_ranges(increment, scope))
-    refresh = removed.join(increment.ongoing, list(KEY), "left_semi")
-    rows = archived_ranges(ongoing_records, ongoing_state, limit, stored=refresh)
+    removed = _stored_ranges(increment, scope)
+    spark = increment.store.spark
+    refresh = spark.createDataFrame(removed).join(increment.ongoing, list(KEY), "left_semi")
+    new_rows = archived_ranges(ongoing_records, ongoing_state, limit, stored=refresh)
     if increment.again_count:
         again_state = increment.new_state.join(increment.again, list(KEY), "left_semi")
-        rows = rows.unionByName(archived_ranges(increment.again_records, again_state, limit))
-    rows = increment.keep(rows)
-    poison = F.col("reason") == REASON_DELIVERY_LIMIT
+        new_rows = new_rows.unionByName(
+            archived_ranges(increment.again_records, again_state, limit)
+        )
+    # One Spark job: the rows of both tables, then split on the driver.
+    rows = new_rows.toArrow()
+    poison = pc.equal(rows.column("reason"), REASON_DELIVERY_LIMIT)
+    removed_poison = pc.equal(removed.column("reason"), REASON_DELIVERY_LIMIT)
     identity = list(RANGE_IDENTITY)
     poison_identity = [c for c in identity if c != "reason"]
     store = increment.store
@@ -300,18 +329,18 @@ def write_ranges(increment: Increment) -> None:
     run_side_by_side(
         [
             lambda: increment.record(
-                store.replace(
+                store.replace_arrow(
                     "poison_messages",
-                    poison_messages(rows),
-                    removed.filter(poison).select(*poison_identity).distinct(),
+                    rows.filter(poison).drop_columns(["reason"]),
+                    distinct_keys(removed.filter(removed_poison), poison_identity),
                     poison_identity,
                 )
             ),
             lambda: increment.record(
-                store.replace(
+                store.replace_arrow(
                     "archived_messages",
-                    archived_messages(rows),
-                    removed.filter(~poison).select(*identity).distinct(),
+                    rows.filter(pc.invert(poison)),
+                    distinct_keys(removed.filter(pc.invert(removed_poison)), identity),
                     identity,
                 )
             ),
@@ -330,38 +359,43 @@ def compact_written(increment: Increment) -> None:
             increment.record(change)
 
 
-def _stored_ranges(increment: Increment, scope: DataFrame) -> DataFrame:
+def _stored_ranges(increment: Increment, scope: DataFrame) -> pa.Table:
     """The stored ranges (poison_messages with `reason`, and archived_messages) of the keys
     of `scope` (`refresh_scope`) that the increment can change: those not settled, and
-    every one of a reopened key. The tables are partitioned by `settled`: the settled
-    ranges, nearly all of them, are read only for reopened keys that have some (few, if
-    any: a deleted share-partition, a start offset that went back)."""
+    every one of a reopened key, on the driver. The tables are partitioned by `settled`:
+    the settled ranges, nearly all of them, are read only for reopened keys that have some
+    (few, if any: a deleted share-partition, a start offset that went back)."""
     store = increment.store
     on = list(KEY)
-    every = store.keys_for_reads(scope, increment.keep)
-    reopened = keys_where(every, "_settled_changes")
+    every = scope.toArrow()
+    reopened = every.filter(pc.field("_settled_changes"))
     # Side by side: where the output is local each reads its partition with delta-rs on the
     # driver.
-    reads: list[DataFrame] = run_side_by_side(
+    reads: list[pa.Table] = run_side_by_side(
         [
-            partial(store.read_rows_matching, name, keys, on, partition=(SETTLED, settled))
+            partial(store.read_arrow_matching, name, keys, on, partition=(SETTLED, settled))
             for name in ("poison_messages", "archived_messages")
             for keys, settled in ((every, False), (reopened, True))
         ]
     )
     poison_open, poison_settled, archived_open, archived_settled = reads
-    poison = poison_open.unionByName(poison_settled).withColumn(
-        "reason", F.lit(REASON_DELIVERY_LIMIT)
+    poison = pa.concat_tables([poison_open, poison_settled.cast(poison_open.schema)])
+    poison = poison.append_column(
+        "reason", pa.array([REASON_DELIVERY_LIMIT] * poison.num_rows, pa.string())
     )
-    return poison.unionByName(archived_open.unionByName(archived_settled))
+    archived = pa.concat_tables([archived_open, archived_settled.cast(archived_open.schema)])
+    return pa.concat_tables([poison.select(archived.column_names).cast(archived.schema), archived])
 
 
-def _range_deltas(added: DataFrame, removed: DataFrame) -> dict[str, tuple[int, int]]:
+def _range_deltas(added: pa.Table, removed: pa.Table) -> dict[str, tuple[int, int]]:
     """Per reason: ranges and offsets `added` less `removed` (for the run summary)."""
-    signed = added.select("reason", F.lit(1).alias("_sign"), "offsets").unionByName(
-        removed.select("reason", F.lit(-1).alias("_sign"), "offsets")
-    )
-    totals = signed.groupBy("reason").agg(
-        F.sum("_sign").alias("n"), F.sum(F.col("_sign") * F.col("offsets")).alias("o")
-    )
-    return {r["reason"]: (int(r["n"]), int(r["o"] or 0)) for r in totals.collect()}
+    totals: dict[str, tuple[int, int]] = {}
+    for table, sign in ((added, 1), (removed, -1)):
+        counted = table.group_by("reason").aggregate([([], "count_all"), ("offsets", "sum")])
+        for reason, count, offsets in zip(
+            *(counted.column(c).to_pylist() for c in ("reason", "count_all", "offsets_sum")),
+            strict=True,
+        ):
+            ranges, total = totals.get(reason, (0, 0))
+            totals[reason] = (ranges + sign * count, total + sign * (offsets or 0))
+    return totals

@@ -11,15 +11,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from sharestate.arrow_keys import without_keys
 from sharestate.audits import (
     carried_pruning_cutoff,
-    delivery_counts,
     exported_positions,
     position_extents,
     quarantine_kinds,
+    segments_arrow,
     share_groups,
     share_partition_lag,
     topic_names,
@@ -33,7 +36,6 @@ from sharestate.audits.findings import (
 )
 from sharestate.audits.findings.records import replay_error, share_state_gap, share_state_gap_rows
 from sharestate.audits.findings.registry import Source
-from sharestate.audits.findings.snapshots import segment_starts
 from sharestate.decode.columns import KEY
 from sharestate.io.checkpoint import Checkpoint, Extent
 from sharestate.io.exports import read_end_offsets
@@ -225,12 +227,15 @@ def per_share_partition_rows(increment: Increment, stored_findings: DataFrame) -
     delivery counts. It reads the touched keys' segments and nothing the other findings
     read, so it runs beside the segments' commits (`write_segments`), off the findings' own
     path."""
+    spark = increment.store.spark
     return increment.keep(
         per_share_partition_findings(
             stored_findings,
             increment.touched(),
-            segment_starts=segment_starts(increment.touched_segments),
-            delivery_counts=delivery_counts(increment.new_state, increment.delivery_count_limit),
+            segment_starts=spark.createDataFrame(
+                segments_arrow.segment_starts(increment.touched_segments)
+            ),
+            delivery_counts=spark.createDataFrame(increment.new_delivery_counts()),
             state=increment.state,
             delivery_count_limit=increment.delivery_count_limit,
         )
@@ -261,17 +266,29 @@ def _write_pruning(increment: Increment, positions: DataFrame, gaps: DataFrame) 
     only the partitions with new positions or changed segments change, and only their rows
     are replaced. Returns the whole table after the change."""
     store = increment.store
-    # A few dozen rows, held on the driver (a local relation): nothing to keep.
-    stored = store.read("pruning_cutoff")
-    table = carried_pruning_cutoff(increment.placements, stored, positions, gaps)
-    changed = increment.keep(
+    # A few dozen rows, read on the driver.
+    stored = store.read_arrow("pruning_cutoff")
+    table = carried_pruning_cutoff(
+        increment.placements, store.spark.createDataFrame(stored), positions, gaps
+    )
+    changed = (
         positions.select("source_partition")
         .unionByName(increment.history.select("source_partition"))
         .distinct()
     )
-    rows = increment.keep(table.join(changed, "source_partition", "left_semi"))
-    increment.record(store.replace("pruning_cutoff", rows, changed, ["source_partition"]))
-    return stored.join(changed, "source_partition", "left_anti").unionByName(rows)
+    # One Spark job: which partitions changed, with their rows (a right join: a changed
+    # partition without a row has its stored row deleted).
+    found = (
+        table.withColumn("_found", F.lit(True)).join(changed, "source_partition", "right").toArrow()
+    )
+    changed_partitions = found.select(["source_partition"])
+    rows = found.filter(pc.is_valid(found.column("_found"))).select(table.columns)
+    increment.record(
+        store.replace_arrow("pruning_cutoff", rows, changed_partitions, ["source_partition"])
+    )
+    kept = without_keys(stored, changed_partitions, ["source_partition"])
+    after = pa.concat_tables([kept, rows.select(kept.column_names).cast(kept.schema)])
+    return store.spark.createDataFrame(after)
 
 
 def _write_groups(increment: Increment, group_records: DataFrame | None) -> DataFrame | None:
@@ -344,10 +361,10 @@ def _write_findings(
     findings = parts[0]
     for more in parts[1:]:
         findings = findings.unionByName(more)
-    # One partition: one file (findings are few).
-    kept = increment.keep(findings.select(*FINDINGS_SCHEMA.fieldNames()).repartition(1))
-    increment.record(increment.store.overwrite("findings", kept))
-    return kept
+    # Findings are few: collected once (one Spark job), written from the driver as one file.
+    rows = findings.select(*FINDINGS_SCHEMA.fieldNames()).toArrow()
+    increment.record(increment.store.overwrite_arrow("findings", rows))
+    return increment.store.spark.createDataFrame(rows)
 
 
 def _quarantine_kinds(

@@ -356,7 +356,7 @@ def _write_records_and_state(increment: Increment, quarantine: DataFrame) -> Non
     """The per-record tables gain the new rows; share_partition_state and delivery_counts
     replace the touched keys' rows."""
     _append(increment, "share_state_records", increment.records)
-    write_history(increment, row_count=None)
+    write_history(increment)
     if increment.group_records is not None:
         _append(increment, "share_group_records", increment.group_records)
     _append(increment, "quarantine", quarantine)

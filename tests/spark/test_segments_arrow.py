@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sharestate import audits
 from sharestate.audits import segments_arrow
+from sharestate.audits.findings import snapshots
 from sharestate.decode.columns import KEY
 from sharestate.job.config import JobConfig
 from sharestate.job.pipeline import compute
@@ -114,3 +115,33 @@ def test_empty_inputs_give_empty_tables_of_the_delta_schema() -> None:
     assert segments_arrow.history_segments(history).schema == segments_arrow.SEGMENTS_SCHEMA
     assert segments_arrow.merge_segments(empty, empty).num_rows == 0
     assert segments_arrow.placements(empty).schema == segments_arrow.PLACEMENTS_SCHEMA
+    starts = segments_arrow.segment_starts(empty)
+    assert starts.schema == segments_arrow.SEGMENT_STARTS_SCHEMA
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("seed", [3])
+def test_segment_starts_equal_the_dataframe_ones(
+    spark: SparkSession, history: History, seed: int
+) -> None:
+    # Segments merged from two parts, as an incremental run has them.
+    before, after = _split(history.arrow, seed)
+    segments = segments_arrow.merge_segments(
+        segments_arrow.history_segments(before), segments_arrow.history_segments(after)
+    )
+    # Some segments also on a lower state-topic partition, with an update first there
+    # (a share-partition whose records moved, or an export of a misconfigured cluster).
+    moved = segments.filter(pc.equal(pc.bit_wise_and(segments.column("segment"), 3), 1))
+    moved = moved.set_column(
+        moved.schema.get_field_index("source_partition"),
+        "source_partition",
+        pc.subtract(moved.column("source_partition"), 1).cast(pa.int32()),
+    )
+    segments = pa.concat_tables([segments, moved])
+    expected = snapshots.segment_starts(spark.createDataFrame(segments)).toArrow()
+    found = segments_arrow.segment_starts(segments)
+    key = (*KEY, "segment")
+    schema = segments_arrow.SEGMENT_STARTS_SCHEMA
+    assert found.num_rows == expected.num_rows > 100
+    assert found.column("_first_update").null_count > 0
+    assert _rows(found, schema, key) == _rows(expected, schema, key)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
@@ -16,9 +17,7 @@ from sharestate.io.store import (
     COMPACT_ABOVE_FILES,
     COMPACT_TARGET_BYTES,
     REWRITE_BELOW_BYTES,
-    Keys,
     TableStore,
-    keys_where,
 )
 from tests.support.paths import ROOT
 
@@ -82,28 +81,29 @@ def test_files_at_the_target_size_are_not_small(
 
 @pytest.mark.spark
 @pytest.mark.parametrize("local", [True, False], ids=["delta-rs", "spark"])
-def test_the_rows_of_keys_on_the_driver_or_in_spark_are_the_same(
+def test_the_rows_of_keys_read_on_the_driver_or_through_spark_are_the_same(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, local: bool
 ) -> None:
     if not local:  # as on a cluster: read through Spark's Delta reader
         monkeypatch.setattr(store_module, "is_local", lambda path: False)
     _appended(tmp_path / "ranges", [True, False, True])  # offsets 0-2 and 6-8 settled
     store = TableStore(spark, str(tmp_path))
-    keys = spark.createDataFrame(
-        [(1, True), (4, False), (7, True), (7, True), (99, True)],
-        "first_offset bigint, wanted boolean",
+    keys = pa.table(
+        {
+            "first_offset": pa.array([1, 4, 7, 7, 99], pa.int64()),
+            "wanted": [True, False, True, True, True],
+        }
     )
-    kept = store.keys_for_reads(keys, keep=lambda df: df)
-    assert isinstance(kept, pa.Table) == local
 
-    def offsets(scope: Keys, partition: tuple[str, bool] | None = None) -> list[int]:
-        rows = store.read_rows_matching("ranges", scope, ["first_offset"], partition=partition)
-        return sorted(row.first_offset for row in rows.collect())
+    def offsets(scope: pa.Table, partition: tuple[str, bool] | None = None) -> list[int]:
+        rows = store.read_arrow_matching("ranges", scope, ["first_offset"], partition=partition)
+        assert sorted(rows.column_names) == ["first_offset", "settled"]  # the table's columns
+        return sorted(rows.column("first_offset").to_pylist())
 
     # A key asked twice gives its row once.
-    for wanted in (keys_where(kept, "wanted"), keys.filter("wanted")):
-        assert offsets(wanted, ("settled", True)) == [1, 7]
-    assert offsets(keys.toArrow()) == offsets(keys) == [1, 4, 7]
+    assert offsets(keys.filter(pc.field("wanted")), ("settled", True)) == [1, 7]
+    assert offsets(keys) == [1, 4, 7]
+    assert offsets(keys.slice(0, 0)) == []
 
 
 def test_the_docs_give_the_limits_the_code_compacts_and_rewrites_at() -> None:
