@@ -88,6 +88,15 @@ def _mib(size: int) -> str:
     return f"{size / 2**20:.2f} MiB"
 
 
+def arrow_frame(spark: SparkSession, table: pa.Table) -> DataFrame:
+    """A DataFrame of the Arrow `table` (a local relation: queries over it plan on the
+    driver, and a filter or projection of it runs no Spark job). Its chunks are combined
+    first: PySpark 4.2.0's `createDataFrame` of an Arrow table drops every row after two
+    consecutive empty record batches (batches of 0, 0 and 3 rows gave no row), and
+    concatenated, filtered or partition-read tables have such batches."""
+    return spark.createDataFrame(table.combine_chunks())
+
+
 def is_local(path: str) -> bool:
     """Whether `path` is on the local file system (a plain path or a `file:` URI)."""
     return urlparse(path).scheme in ("", "file")
@@ -136,7 +145,7 @@ class TableStore:
         """The table as a DataFrame. `small`: a table of a few MB, read on the driver
         through delta-rs where the output is local (no Spark job for Delta's snapshot)."""
         if self.local and small:
-            return self.spark.createDataFrame(self._read_on_driver(name))
+            return arrow_frame(self.spark, self._read_on_driver(name))
         if name not in self._read_versions:
             version = self.version(name)
             if version is None:
@@ -159,7 +168,7 @@ class TableStore:
             table_df = self.read(name, small=False)
             if partition is not None:
                 table_df = table_df.filter(F.col(partition[0]) == F.lit(partition[1]))
-            wanted = self.spark.createDataFrame(keys.select(list(on))).distinct()
+            wanted = arrow_frame(self.spark, keys.select(list(on))).distinct()
             return table_df.join(wanted, list(on), "left_semi").toArrow()
         if keys.num_rows == 0:  # no key asks: the table's schema, not its rows
             schema = pa.schema(_delta_rs_table(self._local_path(name)).schema().to_arrow())
@@ -222,7 +231,7 @@ class TableStore:
     def append_arrow(self, name: str, rows: pa.Table) -> Change:
         """`append` with `rows` already on the driver, as Arrow."""
         if not self.local:
-            return self.append(name, self.spark.createDataFrame(rows))
+            return self.append(name, arrow_frame(self.spark, rows))
         self._forget(name)
         if rows.num_rows == 0:  # nothing to add: no commit
             return Change(table=name, operation="append", version=None)
@@ -242,7 +251,7 @@ class TableStore:
     def overwrite_arrow(self, name: str, rows: pa.Table) -> Change:
         """`overwrite` with `rows` already on the driver, as Arrow (one file)."""
         if not self.local:
-            return self.overwrite(name, self.spark.createDataFrame(rows).coalesce(1))
+            return self.overwrite(name, arrow_frame(self.spark, rows).coalesce(1))
         self._forget(name)
         from deltalake import write_deltalake
 
@@ -290,9 +299,7 @@ class TableStore:
         output is local no Spark job runs."""
         if not self.local:
             spark = self.spark
-            return self.replace(
-                name, spark.createDataFrame(rows), spark.createDataFrame(delete), on
-            )
+            return self.replace(name, arrow_frame(spark, rows), arrow_frame(spark, delete), on)
         stored = self._on_driver.get((name, None))
         self._forget(name)
         return self._replace_on_driver(name, stored, _arrow_merge_source(rows, delete, on), on)

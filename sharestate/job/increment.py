@@ -43,7 +43,7 @@ from sharestate.audits import (
 from sharestate.audits.ranges import SETTLED, refresh_scope
 from sharestate.decode.columns import KEY
 from sharestate.io.checkpoint import PLACEMENTS_TABLE
-from sharestate.io.store import Change, TableStore
+from sharestate.io.store import Change, TableStore, arrow_frame
 from sharestate.job.cache import CacheScope
 from sharestate.job.side_by_side import run_side_by_side
 from sharestate.replay import replay
@@ -178,9 +178,9 @@ def split_keys(increment: Increment) -> None:
     increment.again_keys = increment.touched_keys.filter(is_again)
     increment.again_count = increment.again_keys.num_rows
     spark = records.sparkSession
-    increment.touched_frame = spark.createDataFrame(increment.touched_keys)
-    increment.again = spark.createDataFrame(increment.again_keys)
-    increment.ongoing = spark.createDataFrame(increment.touched_keys.filter(pc.invert(is_again)))
+    increment.touched_frame = arrow_frame(spark, increment.touched_keys)
+    increment.again = arrow_frame(spark, increment.again_keys)
+    increment.ongoing = arrow_frame(spark, increment.touched_keys.filter(pc.invert(is_again)))
 
 
 _KEY_ARROW_SCHEMA = pa.schema(
@@ -270,13 +270,14 @@ def write_segments(increment: Increment, beside: Callable[[], Beside]) -> Beside
     increment.touched_segments = segments
     stored_placements = store.read_arrow(PLACEMENTS_TABLE)
     touched_placements = segments_arrow.placements(segments)
-    increment.placements = spark.createDataFrame(
+    increment.placements = arrow_frame(
+        spark,
         pa.concat_tables(
             [
                 without_keys(stored_placements, touched, KEY).cast(touched_placements.schema),
                 touched_placements,
             ]
-        )
+        ),
     )
 
     def write_changed_segments() -> None:
@@ -311,7 +312,7 @@ def write_ranges(increment: Increment) -> None:
         )
     removed = _stored_ranges(increment, scope)
     spark = increment.store.spark
-    refresh = spark.createDataFrame(removed).join(increment.ongoing, list(KEY), "left_semi")
+    refresh = arrow_frame(spark, removed).join(increment.ongoing, list(KEY), "left_semi")
     new_rows = archived_ranges(ongoing_records, ongoing_state, limit, stored=refresh)
     if increment.again_count:
         again_state = increment.new_state.join(increment.again, list(KEY), "left_semi")

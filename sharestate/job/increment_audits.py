@@ -39,6 +39,7 @@ from sharestate.audits.findings.registry import Source
 from sharestate.decode.columns import KEY
 from sharestate.io.checkpoint import Checkpoint, Extent
 from sharestate.io.exports import read_end_offsets
+from sharestate.io.store import arrow_frame
 from sharestate.job.config import JobConfig
 from sharestate.job.increment import Increment
 from sharestate.job.side_by_side import run_side_by_side
@@ -232,10 +233,10 @@ def per_share_partition_rows(increment: Increment, stored_findings: DataFrame) -
         per_share_partition_findings(
             stored_findings,
             increment.touched(),
-            segment_starts=spark.createDataFrame(
-                segments_arrow.segment_starts(increment.touched_segments)
+            segment_starts=arrow_frame(
+                spark, segments_arrow.segment_starts(increment.touched_segments)
             ),
-            delivery_counts=spark.createDataFrame(increment.new_delivery_counts()),
+            delivery_counts=arrow_frame(spark, increment.new_delivery_counts()),
             state=increment.state,
             delivery_count_limit=increment.delivery_count_limit,
         )
@@ -269,7 +270,7 @@ def _write_pruning(increment: Increment, positions: DataFrame, gaps: DataFrame) 
     # A few dozen rows, read on the driver.
     stored = store.read_arrow("pruning_cutoff")
     table = carried_pruning_cutoff(
-        increment.placements, store.spark.createDataFrame(stored), positions, gaps
+        increment.placements, arrow_frame(store.spark, stored), positions, gaps
     )
     changed = (
         positions.select("source_partition")
@@ -288,7 +289,7 @@ def _write_pruning(increment: Increment, positions: DataFrame, gaps: DataFrame) 
     )
     kept = without_keys(stored, changed_partitions, ["source_partition"])
     after = pa.concat_tables([kept, rows.select(kept.column_names).cast(kept.schema)])
-    return store.spark.createDataFrame(after)
+    return arrow_frame(store.spark, after)
 
 
 def _write_groups(increment: Increment, group_records: DataFrame | None) -> DataFrame | None:
@@ -364,7 +365,7 @@ def _write_findings(
     # Findings are few: collected once (one Spark job), written from the driver as one file.
     rows = findings.select(*FINDINGS_SCHEMA.fieldNames()).toArrow()
     increment.record(increment.store.overwrite_arrow("findings", rows))
-    return increment.store.spark.createDataFrame(rows)
+    return arrow_frame(increment.store.spark, rows)
 
 
 def _quarantine_kinds(

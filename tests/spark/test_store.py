@@ -18,6 +18,7 @@ from sharestate.io.store import (
     COMPACT_TARGET_BYTES,
     REWRITE_BELOW_BYTES,
     TableStore,
+    arrow_frame,
 )
 from tests.support.paths import ROOT
 
@@ -149,3 +150,21 @@ def test_replace_deletes_the_keys_rows_and_inserts_the_new_ones_in_one_commit(
         ("e", 11, None),
     ]
     assert after.schema == DeltaTable(str(tmp_path / "keyed"), version=0).to_pyarrow_table().schema
+
+
+@pytest.mark.spark
+def test_a_frame_of_an_arrow_table_keeps_rows_after_empty_batches(spark: SparkSession) -> None:
+    # Concatenated and filtered tables have empty batches; two in a row made PySpark
+    # 4.2.0's createDataFrame drop the rows after them.
+    rows = pa.table({"n": pa.array(range(5), pa.int64())})
+    batches = [
+        rows.slice(0, 0),
+        rows.slice(0, 0),
+        rows.slice(0, 3),
+        rows.slice(3, 0),
+        rows.slice(3),
+    ]
+    table = pa.concat_tables(batches)
+    assert [b.num_rows for b in table.to_batches()] == [0, 0, 3, 0, 2]
+    frame = arrow_frame(spark, table)
+    assert sorted(r.n for r in frame.collect()) == [0, 1, 2, 3, 4]
