@@ -40,12 +40,14 @@ from sharestate.audits import (
     delivery_counts,
     segments_arrow,
 )
+from sharestate.audits.findings.placement import KEY_HASH
 from sharestate.audits.ranges import SETTLED, refresh_scope
 from sharestate.decode.columns import KEY
 from sharestate.io.checkpoint import PLACEMENTS_TABLE
 from sharestate.io.store import Change, TableStore, arrow_frame
 from sharestate.job.cache import CacheScope
 from sharestate.job.side_by_side import run_side_by_side
+from sharestate.kafka.partitioning import share_partition_key_hashes
 from sharestate.replay import replay
 
 log = logging.getLogger("sharestate")
@@ -270,15 +272,15 @@ def write_segments(increment: Increment, beside: Callable[[], Beside]) -> Beside
     increment.touched_segments = segments
     stored_placements = store.read_arrow(PLACEMENTS_TABLE)
     touched_placements = segments_arrow.placements(segments)
-    increment.placements = arrow_frame(
-        spark,
-        pa.concat_tables(
-            [
-                without_keys(stored_placements, touched, KEY).cast(touched_placements.schema),
-                touched_placements,
-            ]
-        ),
+    placements = pa.concat_tables(
+        [
+            without_keys(stored_placements, touched, KEY).cast(touched_placements.schema),
+            touched_placements,
+        ]
     )
+    keys = zip(*(placements.column(c).to_pylist() for c in KEY), strict=True)
+    hashes = pa.array(share_partition_key_hashes(keys), pa.int64())
+    increment.placements = arrow_frame(spark, placements.append_column(KEY_HASH, hashes))
 
     def write_changed_segments() -> None:
         rows = with_keys(segments, changed, SEGMENT_KEY)

@@ -839,6 +839,37 @@ def test_partition_check_is_skipped_when_no_count_fits(spark: SparkSession, fast
     assert (only.severity, only.code, only.affected) == ("info", "state_partition_check_skipped", 4)
 
 
+@pytest.mark.spark
+@pytest.mark.parametrize("partitions", [None, 8])
+def test_partition_check_with_the_key_hash_given_finds_the_same_rows(
+    spark: SparkSession, fast_sql: None, partitions: int | None
+) -> None:
+    """The placements an incremental run gives the check carry each key's hash
+    (`KEY_HASH`, computed on the driver): the rows are those of the hash computed in Spark."""
+    from sharestate.audits.findings.placement import KEY_HASH
+    from sharestate.kafka.partitioning import share_partition_key_hashes
+
+    keys = [(f"g{n % 3}", T1 if n % 2 else T2, n) for n in range(40)]
+    # Most keys where Kafka's partitioner puts them with 8 partitions, five elsewhere.
+    placed = [
+        (state_topic_partition(*k, 8) + (1 if n % 8 == 3 else 0)) % 8 for n, k in enumerate(keys)
+    ]
+    rows = [(*k, sp, 3, n) for n, (k, sp) in enumerate(zip(keys, placed, strict=True))]
+    schema = (
+        "group_id string, topic_id string, partition int, source_partition int,"
+        " records long, first_offset long"
+    )
+    placements = spark.createDataFrame(rows, schema)
+    hashes = share_partition_key_hashes(keys).tolist()
+    given = spark.createDataFrame(
+        [(*row, h) for row, h in zip(rows, hashes, strict=True)], f"{schema}, {KEY_HASH} long"
+    )
+    expected = audits.wrong_state_partition_findings(placements, partitions).collect()
+    found = audits.wrong_state_partition_findings(given, partitions).collect()
+    assert sorted(found) == sorted(expected)
+    assert len(expected) == 5
+
+
 # --- the finding registry ----------------------------------------------------------------------
 
 #: Where each finding rule's rows are produced and checked: `test_findings` (the hand-built
@@ -1222,13 +1253,17 @@ def test_sample_findings(sample_run: SampleRun) -> None:
 
 
 def test_kafka_key_hash_column_agrees_with_java_string_hash(spark: SparkSession) -> None:
-    """The SQL form of Kafka's partitioner hash (no Python UDF) against the readable one,
+    """The SQL and numpy forms of Kafka's partitioner hash against the readable one,
     on non-ASCII group ids, surrogate pairs (UTF-16 code units) and Integer.MIN_VALUE."""
     import random
 
     from pyspark.sql import functions as F
 
-    from sharestate.kafka.partitioning import java_string_hash, kafka_abs
+    from sharestate.kafka.partitioning import (
+        java_string_hash,
+        kafka_abs,
+        share_partition_key_hashes,
+    )
 
     rng = random.Random(932)
     alphabet = "abcXYZ-_.09éü漢字😀𝄞"
@@ -1257,6 +1292,8 @@ def test_kafka_key_hash_column_agrees_with_java_string_hash(spark: SparkSession)
     got = {(r.g, r.t, r.p): r.h for r in hashed.collect()}
     expected = {k: kafka_abs(java_string_hash(f"{k[0]}:{k[1]}:{k[2]}")) for k in rows}
     assert got == expected
+    # The numpy form an incremental run computes on the driver.
+    assert dict(zip(rows, share_partition_key_hashes(rows).tolist(), strict=True)) == expected
     nulls = spark.createDataFrame([(None, "t", 1)], "g string, t string, p int")
     assert (
         nulls.select(audits.kafka_key_hash(F.col("g"), F.col("t"), F.col("p"))).first()[0] is None

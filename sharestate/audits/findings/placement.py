@@ -11,6 +11,8 @@ the topic has some other count and the check is skipped with one info finding.
 
 from __future__ import annotations
 
+from typing import Final
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -26,11 +28,20 @@ from sharestate.audits.findings.registry import (
 from sharestate.decode.columns import KEY
 from sharestate.kafka.partitioning import DEFAULT_STATE_TOPIC_PARTITIONS
 
+#: A column of the placements a caller may give with Kafka's partitioner hash of each key
+#: already computed (`partitioning.share_partition_key_hashes`): an incremental run does, on
+#: the driver, where the hash as a Spark expression is most of the check's cost.
+KEY_HASH: Final = "_key_hash"
+
 
 def _placed_share_partitions(placements: DataFrame) -> DataFrame:
     """Per share-partition and state-topic partition (`share_partition_placements`): its
     records (`_records`), its first record's offset (`_first`) and Kafka's partitioner hash
-    of its key (`_hash`)."""
+    of its key (`_hash`: the `KEY_HASH` column where the placements have one)."""
+    if KEY_HASH in placements.columns:
+        hashed = F.col(KEY_HASH)
+    else:
+        hashed = kafka_key_hash(*[F.col(c) for c in KEY])
     return placements.select(
         *KEY,
         "source_partition",
@@ -39,7 +50,7 @@ def _placed_share_partitions(placements: DataFrame) -> DataFrame:
         # Not nullable (decoded keys are never null): Spark would otherwise infer
         # `_hash IS NOT NULL` from the comparisons that follow and push it down to the
         # rows the placements come from.
-        F.coalesce(kafka_key_hash(*[F.col(c) for c in KEY]), F.lit(-1)).alias("_hash"),
+        F.coalesce(hashed, F.lit(-1)).alias("_hash"),
     )
 
 
