@@ -222,40 +222,48 @@ def _per_record_rows(
     return stored_errors.unionByName(replay_error(increment.history)).unionByName(gaps)
 
 
-def per_share_partition_rows(increment: Increment, stored_findings: DataFrame) -> DataFrame:
-    """The per-share-partition rules' findings after this run, kept: the stored rows of the
-    untouched keys with the touched keys' found again from their segments, state and
-    delivery counts. It reads the touched keys' segments and nothing the other findings
-    read, so it runs beside the segments' commits (`write_segments`), off the findings' own
-    path."""
+def per_share_partition_rows(
+    increment: Increment, stored_findings: DataFrame, config: JobConfig
+) -> DataFrame:
+    """The per-share-partition and placement rules' findings after this run, kept: the
+    stored per-share-partition rows of the untouched keys with the touched keys' found
+    again from their segments, state and delivery counts, and the placement rules' rows
+    from every share-partition's placements. They read the touched keys' segments and the
+    placements, which the segments' step computes on the driver before its commits, and
+    nothing the other findings read: so they are found beside those commits
+    (`write_segments`), off the findings' own path, which then only gathers rows."""
     spark = increment.store.spark
-    return increment.keep(
-        per_share_partition_findings(
-            stored_findings,
-            increment.touched(),
-            segment_starts=arrow_frame(
-                spark, segments_arrow.segment_starts(increment.touched_segments)
-            ),
-            delivery_counts=arrow_frame(spark, increment.new_delivery_counts()),
-            state=increment.state,
-            delivery_count_limit=increment.delivery_count_limit,
-        )
+    found = per_share_partition_findings(
+        stored_findings,
+        increment.touched(),
+        segment_starts=arrow_frame(
+            spark, segments_arrow.segment_starts(increment.touched_segments)
+        ),
+        delivery_counts=arrow_frame(spark, increment.new_delivery_counts()),
+        state=increment.state,
+        delivery_count_limit=increment.delivery_count_limit,
     )
+    placed = findings_of(
+        PLACEMENT_RULES,
+        {
+            "placements": increment.placements,
+            "state_topic_partitions": config.state_topic_partition_count,
+        },
+    )
+    if placed is not None:
+        found = found.unionByName(placed)
+    return increment.keep(found)
 
 
 def write_audits(
-    increment: Increment,
-    config: JobConfig,
-    prepared: AuditInputs,
-    per_share_partition: DataFrame,
+    increment: Increment, prepared: AuditInputs, per_share_partition: DataFrame
 ) -> AuditTables:
-    """Bring pruning_cutoff and findings up to date, side by side (each reads the
-    placements, and changes only its own table). `per_share_partition`:
-    `per_share_partition_rows`."""
+    """Bring pruning_cutoff and findings up to date, side by side (each changes only its
+    own table). `per_share_partition`: `per_share_partition_rows`."""
     pruning, findings = run_side_by_side(
         [
             lambda: _write_pruning(increment, prepared.positions, prepared.gaps),
-            lambda: _write_findings(increment, config, prepared, per_share_partition),
+            lambda: _write_findings(increment, prepared, per_share_partition),
         ]
     )
     return AuditTables(pruning, prepared.groups, prepared.lag, findings, prepared.kinds)
@@ -340,25 +348,12 @@ def _write_lag(increment: Increment, config: JobConfig) -> DataFrame | None:
 
 
 def _write_findings(
-    increment: Increment,
-    config: JobConfig,
-    prepared: AuditInputs,
-    per_share_partition: DataFrame,
+    increment: Increment, prepared: AuditInputs, per_share_partition: DataFrame
 ) -> DataFrame:
-    """findings: the per-record, state-sized and per-share-partition rules' rows after this
-    run (kept by the steps that found them: `prepared`, `per_share_partition`), with the
-    placement rules' rows found again from every share-partition's placements. Written
-    whole (it is small)."""
-    placed = findings_of(
-        PLACEMENT_RULES,
-        {
-            "placements": increment.placements,
-            "state_topic_partitions": config.state_topic_partition_count,
-        },
-    )
+    """findings: the rows every rule found after this run, kept by the steps that found
+    them (`prepared`: the per-record and state-sized rules; `per_share_partition`: the
+    per-share-partition and placement rules). Written whole (it is small)."""
     parts = [prepared.per_record_findings, prepared.state_sized_findings, per_share_partition]
-    if placed is not None:
-        parts.append(placed)
     findings = parts[0]
     for more in parts[1:]:
         findings = findings.unionByName(more)

@@ -316,12 +316,13 @@ def _apply(
     def audit_tables() -> AuditTables:
         # pruning_cutoff and findings read the placements (from the segments' step) and
         # what prepare_audits computes, not the ranges: they start once those two end. The
-        # per-share-partition findings need only the touched keys' segments: they are found
-        # beside the segments' commits.
+        # per-share-partition and placement rules need only the touched keys' segments and
+        # the placements: they are found beside the segments' commits.
         per_share_partition, prepared = run_side_by_side(
             [
                 lambda: write_segments(
-                    increment, lambda: per_share_partition_rows(increment, stored_findings)
+                    increment,
+                    lambda: per_share_partition_rows(increment, stored_findings, config),
                 ),
                 lambda: prepare_audits(
                     increment,
@@ -335,7 +336,7 @@ def _apply(
             ]
         )
         log.info("wrote the segments and groups in %.1f s", time.monotonic() - started)
-        return write_audits(increment, config, prepared, per_share_partition)
+        return write_audits(increment, prepared, per_share_partition)
 
     # Each step reads what the replay computed and changes tables of its own; `beside`
     # changes none.
