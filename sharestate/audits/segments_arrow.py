@@ -206,6 +206,18 @@ def history_segments(history: pa.Table) -> pa.Table:
     return pa.table(columns).cast(SEGMENTS_SCHEMA)
 
 
+def _latest_event(segments: pa.Table, groups: _Groups) -> tuple[pa.ChunkedArray, np.ndarray]:
+    """The `last_snapshot_or_tombstone` column of rows of the segments table, and per group
+    the row whose one is latest (-1 where no row has one)."""
+    events = segments.column("last_snapshot_or_tombstone")
+    offsets = pc.if_else(
+        pc.is_valid(events),
+        pc.struct_field(events, "source_offset"),
+        pa.nulls(segments.num_rows, pa.int64()),
+    )
+    return events, groups.arg_max(offsets)
+
+
 def merge_segments(stored: pa.Table, new: pa.Table) -> pa.Table:
     """Rows of `share_partition_segments` from two runs combined: a segment in both gets one
     row, each column the sum, min or max of the two (as `segments.merge_segments`)."""
@@ -216,13 +228,7 @@ def merge_segments(stored: pa.Table, new: pa.Table) -> pa.Table:
     groups = _Groups(both, SEGMENT_KEY)
     first = groups.arg_min(pc.struct_field(both.column("first_record"), "source_offset"))
     last = groups.arg_max(pc.struct_field(both.column("last_record"), "source_offset"))
-    events = both.column("last_snapshot_or_tombstone")
-    event_offsets = pc.if_else(
-        pc.is_valid(events),
-        pc.struct_field(events, "source_offset"),
-        pa.nulls(both.num_rows, pa.int64()),
-    )
-    event = groups.arg_max(event_offsets)
+    events, event = _latest_event(both, groups)
     first_update = groups.arg_min(both.column("first_update_offset"))
     columns = _keys(both, groups, SEGMENT_KEY)
     for name in ("records", "updates"):
@@ -245,13 +251,7 @@ def placements(segments: pa.Table) -> pa.Table:
     groups = _Groups(segments, PLACEMENT_KEY)
     first_offsets = pc.struct_field(segments.column("first_record"), "source_offset")
     last = groups.arg_max(pc.struct_field(segments.column("last_record"), "source_offset"))
-    events = segments.column("last_snapshot_or_tombstone")
-    event_offsets = pc.if_else(
-        pc.is_valid(events),
-        pc.struct_field(events, "source_offset"),
-        pa.nulls(segments.num_rows, pa.int64()),
-    )
-    event = groups.arg_max(event_offsets)
+    events, event = _latest_event(segments, groups)
     columns = _keys(segments, groups, PLACEMENT_KEY)
     columns["records"] = pa.array(
         groups.sum(segments.column("records").to_numpy(zero_copy_only=False)), pa.int64()
