@@ -148,10 +148,11 @@ def _replay(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     output = config.validate_for_run()
+    increment = False
     with output_lock(output) if _local(output) else _no_lock():
         if config.mode == "incremental" and _local(output):
             from sharestate.io.checkpoint import read_checkpoint
-            from sharestate.job.incremental import nothing_new
+            from sharestate.job.incremental import nothing_new, why_not_incremental
 
             checkpoint = read_checkpoint(None, output)
             if nothing_new(config, checkpoint):
@@ -161,11 +162,14 @@ def _replay(args: argparse.Namespace) -> int:
                 )
                 print(f"sharestate: nothing new in the exports since {when}: no table written")
                 return 0
+            increment = why_not_incremental(config, checkpoint) is None
         from sharestate.job import launch
         from sharestate.job.run import main as run_job
         from sharestate.job.session import local_session
 
-        spark = local_session(conf_file=args.spark_conf)
+        # An increment on a stored output is the one short run of its process: its driver
+        # JVM is started for that (docs/running.md).
+        spark = local_session(conf_file=args.spark_conf, short_run=increment)
         launch.quiet_console(spark)
         run_job(spark, config, show=args.show)
     return 0

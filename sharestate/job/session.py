@@ -22,6 +22,10 @@ DEFAULT_JARS_DIR = ".jars"
 #: folder (scripts/build_class_archive.py): the classes a run loads, mapped rather than
 #: loaded, parsed and verified by every new process.
 CLASS_ARCHIVE = "driver-classes.jsa"
+#: The driver JVM's options for a process that makes one short run (`local_settings`): Java's
+#: quick compiler only, leaving the cores to the run rather than to optimizing code it does
+#: not run long enough to gain from.
+SHORT_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 #: Settings for any run (cluster-safe), then settings for a local session only.
 JOB_SPARK_CONF = "conf/spark-job.conf"
 LOCAL_SPARK_CONF = "conf/spark-local.conf"
@@ -91,8 +95,10 @@ def local_settings(
     conf_file: str | Path | Sequence[str | Path] | None = None,
     jars_dir: str | Path | None = None,
     class_archive: bool = True,
+    short_run: bool = False,
 ) -> dict[str, str]:
-    """The settings `local_session` builds a new session with."""
+    """The settings `local_session` builds a new session with. `short_run`: the driver JVM
+    gets SHORT_RUN_JAVA_OPTIONS unless the settings name driver JVM options of their own."""
     settings: dict[str, str] = {"spark.master": "local[*]", "spark.app.name": app_name}
     if conf_file is None:
         files: Sequence[str | Path] = spark_conf_files()
@@ -103,6 +109,8 @@ def local_settings(
     for file in files:
         settings.update(read_spark_defaults(file))
     settings.update(conf or {})
+    if short_run:
+        settings.setdefault("spark.driver.extraJavaOptions", SHORT_RUN_JAVA_OPTIONS)
     jars = _jars(jars_dir)
     if jars:
         settings["spark.jars"] = ",".join(map(str, jars))
@@ -125,12 +133,14 @@ def local_session(
     conf_file: str | Path | Sequence[str | Path] | None = None,
     jars_dir: str | Path | None = None,
     class_archive: bool = True,
+    short_run: bool = False,
 ) -> SparkSession:
     """The active session if there is one; else a new local one configured from `conf_file`
     (one file or several, applied in order; default: `spark_conf_files()` of the working
     directory), `conf`, and the jars in `jars_dir`, its driver JVM started with the class
     archive set-up wrote there (`class_archive_settings`) unless `class_archive` is False or
-    the settings name a driver class path of their own."""
+    the settings name a driver class path of their own; with `short_run`, the JVM options
+    of a process that makes one short run (`local_settings`)."""
     active = SparkSession.getActiveSession()
     if active is not None or under_spark_submit():
         return active or SparkSession.builder.getOrCreate()
@@ -140,6 +150,7 @@ def local_session(
         conf_file=conf_file,
         jars_dir=jars_dir,
         class_archive=class_archive,
+        short_run=short_run,
     )
     # Python workers must run the interpreter that has this package and pyarrow.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -15,6 +15,7 @@ from sharestate.job.config import build_config, read_config_file
 from sharestate.job.launch import session_defaults
 from sharestate.job.session import (
     CLASS_ARCHIVE,
+    SHORT_RUN_JAVA_OPTIONS,
     local_settings,
     read_spark_defaults,
     spark_conf_files,
@@ -206,3 +207,69 @@ def test_a_local_driver_starts_from_the_class_archive_set_up_wrote(tmp_path: Pat
     assert from_links["spark.driver.extraJavaOptions"] == (
         f"-XX:SharedArchiveFile={linked / CLASS_ARCHIVE}"
     )
+
+
+def test_a_local_driver_for_one_short_run_compiles_quickly(
+    tmp_path: Path,
+) -> None:
+    no_files: list[Path] = []
+
+    def options(**conf: str) -> str | None:
+        settings = local_settings(conf=conf, conf_file=no_files, jars_dir=tmp_path, short_run=True)
+        return settings.get("spark.driver.extraJavaOptions")
+
+    assert options() == SHORT_RUN_JAVA_OPTIONS
+    assert "spark.driver.extraJavaOptions" not in local_settings(
+        conf_file=no_files, jars_dir=tmp_path
+    )
+    # JVM options of the caller's own are the caller's choice: none are added to them.
+    assert options(**{"spark.driver.extraJavaOptions": "-Xss4m"}) == "-Xss4m"
+    # With the class archive, its option comes first.
+    (tmp_path / "sharestate-jvm.jar").touch()
+    (tmp_path / CLASS_ARCHIVE).touch()
+    assert options() == f"-XX:SharedArchiveFile={tmp_path / CLASS_ARCHIVE} {SHORT_RUN_JAVA_OPTIONS}"
+
+
+@pytest.mark.parametrize(
+    ("mode", "checkpoint", "short"),
+    [("incremental", "stored", True), ("incremental", None, False), ("full", "stored", False)],
+)
+def test_the_command_starts_a_short_run_driver_for_an_increment_only(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mode: str,
+    checkpoint: str | None,
+    short: bool,
+) -> None:
+    from sharestate.io import checkpoint as checkpoints
+    from sharestate.job import incremental, session
+
+    class Started(Exception):
+        pass
+
+    def local_session(**kwargs: object) -> None:
+        raise Started(kwargs["short_run"])
+
+    monkeypatch.setattr(checkpoints, "read_checkpoint", lambda spark, output: checkpoint)
+    monkeypatch.setattr(incremental, "nothing_new", lambda config, stored: False)
+    monkeypatch.setattr(
+        incremental,
+        "why_not_incremental",
+        lambda config, stored: None if stored else "there is no complete earlier run to go on from",
+    )
+    monkeypatch.setattr(session, "local_session", local_session)
+    (tmp_path / "export").mkdir()
+    args = cli._parser().parse_args(
+        [
+            "replay",
+            "--share-state",
+            str(tmp_path / "export"),
+            "--output",
+            str(tmp_path / "out"),
+            "--mode",
+            mode,
+        ]
+    )
+    with pytest.raises(Started) as started:
+        cli._replay(args)
+    assert started.value.args == (short,)
