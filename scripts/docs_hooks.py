@@ -339,6 +339,11 @@ COLUMNS: Final[dict[str, tuple[str, list[Column]]]] = {
             ("nothing new", _seconds("seconds", "nothing_new")),
             ("full run", _seconds("seconds", "full_run")),
             ("full / 100,000 new", _ratio("ratios", "full_run_over_large_increment", suffix="x")),
+            ("100,000 new, median of turns", _seconds("seconds", "large_increment_median")),
+            (
+                "full / 100,000 new, median",
+                _ratio("ratios", "full_run_over_large_increment_median", suffix="x"),
+            ),
             ("10,000 new, history / 4", _seconds("seconds", "small_increment_on_small_history")),
             ("growth", _ratio("ratios", "small_increment_history_growth", suffix="x")),
             ("10,000 new, median of turns", _seconds("seconds", "small_increment_median")),
