@@ -184,11 +184,22 @@ def archived_intervals(records: DataFrame) -> DataFrame:
     )
 
 
-def _with_final_state(ranges: DataFrame, state: DataFrame) -> DataFrame:
-    """Add what the final state says about each range: still archived there, whether the
-    share-partition's start offset has moved past it, and whether it is settled (below
-    its share-partition's settle bound, `settle_bounds`: no later record can change it)."""
-    final = state.select(
+def reasoned_intervals(records: DataFrame, delivery_count_limit: int) -> DataFrame:
+    """`archived_intervals` of `records`, each with the `reason` of its range."""
+    count = F.col("delivery_count")
+    reason = (
+        F.when(count >= F.lit(delivery_count_limit), F.lit(REASON_DELIVERY_LIMIT))
+        .when(count <= 0, F.lit(REASON_NEVER_DELIVERED))
+        .otherwise(F.lit(REASON_BELOW_LIMIT))
+    )
+    return archived_intervals(records).withColumn("reason", reason)
+
+
+def final_state_columns(state: DataFrame) -> DataFrame:
+    """Per share-partition of `state`, what `_with_final_state` reads of it: whether it is
+    deleted, its effective start offset (`_eso`), its settle bound (`_bound`) and its
+    Archived batches (`_archived`)."""
+    return state.select(
         *KEY,
         F.col("deleted").alias("share_partition_deleted"),
         F.col("effective_start_offset").alias("_eso"),
@@ -197,6 +208,13 @@ def _with_final_state(ranges: DataFrame, state: DataFrame) -> DataFrame:
             "_archived"
         ),
     )
+
+
+def _with_final_state(ranges: DataFrame, state: DataFrame) -> DataFrame:
+    """Add what the final state says about each range: still archived there, whether the
+    share-partition's start offset has moved past it, and whether it is settled (below
+    its share-partition's settle bound, `settle_bounds`: no later record can change it)."""
+    final = final_state_columns(state)
     first, last = F.col("first_offset"), F.col("last_offset")
     overlapping = F.filter(
         F.coalesce(F.col("_archived"), F.array()),
@@ -234,14 +252,8 @@ def archived_ranges(
 
     `stored`: the ranges an earlier run wrote (poison_messages with `reason` added, and
     archived_messages), with the same limit; `records` are then only the newer records."""
-    count = F.col("delivery_count")
-    reason = (
-        F.when(count >= F.lit(delivery_count_limit), F.lit(REASON_DELIVERY_LIMIT))
-        .when(count <= 0, F.lit(REASON_NEVER_DELIVERED))
-        .otherwise(F.lit(REASON_BELOW_LIMIT))
-    )
     by = [*KEY, "reason"]
-    intervals = archived_intervals(records).withColumn("reason", reason)
+    intervals = reasoned_intervals(records, delivery_count_limit)
     if stored is None:
         return _with_final_state(merge_ranges(intervals, by), state)
     # Stored ranges are maximal (disjoint, not touching): one that neither overlaps nor
@@ -277,37 +289,17 @@ def settle_bounds(state: DataFrame) -> DataFrame:
     return state.select(*KEY, _settle_bound().alias("_bound"))
 
 
-def refresh_scope(
-    stored_state: DataFrame, new_state: DataFrame, new_records: DataFrame
-) -> DataFrame:
-    """Per share-partition of `new_state` (its state after this run's `new_records`): whether
-    the records reopen it (`_reopened`: a new interval below its stored settle bound, a
-    bound that went back, a deletion or re-creation). The new records can change its stored
-    ranges that are not settled, and, when it is reopened, every one of them: its settled
-    ones too where it has any (`_settled_changes`).
+def final_with_stored_bounds(new_state: DataFrame, stored_state: DataFrame) -> DataFrame:
+    """`final_state_columns` of `new_state` (an increment's touched keys after it), each
+    with its stored settle bound `_old` (`settle_bounds` of `stored_state`; null where it has
+    no stored state or a deleted one): what an increment reads to find which of its stored
+    ranges can change (`ranges_arrow.refresh_scope`) and what the final state says of them.
 
     A stored range's columns, `settled` included, are those its share-partition's stored
     state gives: every run that touches a share-partition computes its ranges that are not
     settled again, and a settled one stays so while the bound does not go back."""
-    old = settle_bounds(stored_state).withColumnRenamed("_bound", "_old")
-    new = settle_bounds(new_state).withColumnRenamed("_bound", "_new")
-    lowest = (
-        archived_intervals(new_records).groupBy(*KEY).agg(F.min("first_offset").alias("_lowest"))
-    )
-    keys = new.join(old, list(KEY), "left").join(lowest, list(KEY), "left")
-    reopened = (
-        F.col("_old").isNull()
-        | F.col("_new").isNull()
-        | (F.col("_new") < F.col("_old"))
-        | F.coalesce(F.col("_lowest") < F.col("_old"), F.lit(False))
-    )
-    # A key without a stored bound (new, or deleted in its stored state) has no settled
-    # stored range: a deleted key's ranges are not settled.
-    return keys.select(
-        *KEY,
-        reopened.alias("_reopened"),
-        (reopened & F.col("_old").isNotNull()).alias("_settled_changes"),
-    )
+    stored_bounds = settle_bounds(stored_state).withColumnRenamed("_bound", "_old")
+    return final_state_columns(new_state).join(stored_bounds, list(KEY), "left")
 
 
 def poison_messages(ranges: DataFrame) -> DataFrame:

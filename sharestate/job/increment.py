@@ -38,10 +38,11 @@ from sharestate.audits import (
     SEGMENT_KEY,
     archived_ranges,
     delivery_counts,
+    ranges_arrow,
     segments_arrow,
 )
 from sharestate.audits.findings.placement import KEY_HASH
-from sharestate.audits.ranges import SETTLED, refresh_scope
+from sharestate.audits.ranges import SETTLED, final_with_stored_bounds, reasoned_intervals
 from sharestate.decode.columns import KEY
 from sharestate.io.checkpoint import PLACEMENTS_TABLE
 from sharestate.io.store import Change, TableStore, arrow_frame
@@ -299,30 +300,35 @@ def write_ranges(increment: Increment) -> None:
     increment can change (those not settled, and every one of a reopened key) are
     merged with the new archived intervals and given their final-state columns again; the
     keys replayed again get their ranges anew from all their records. Only those stored
-    ranges are read. The ranges read and the new ones are brought to the driver (a few
-    thousand), where the commits and the run's totals are made from them."""
+    ranges are read. The ongoing keys' new archived intervals and final state are brought to
+    the driver (two Spark jobs side by side), where their ranges are merged in Arrow
+    (`ranges_arrow`) and the commits and the run's totals made from them."""
     limit = increment.delivery_count_limit
-    ongoing_records = increment.records.join(increment.ongoing, list(KEY), "left_semi")
-    ongoing_state = increment.new_state.join(increment.ongoing, list(KEY), "left_semi")
-    scope = refresh_scope(increment.stored_state, ongoing_state, ongoing_records)
+    on = list(KEY)
+    ongoing_records = increment.records.join(increment.ongoing, on, "left_semi")
+    ongoing_state = increment.new_state.join(increment.ongoing, on, "left_semi")
+    final, intervals = run_side_by_side(
+        [
+            lambda: final_with_stored_bounds(ongoing_state, increment.stored_state).toArrow(),
+            lambda: reasoned_intervals(ongoing_records, limit).toArrow(),
+        ]
+    )
+    scope = ranges_arrow.refresh_scope(final, intervals)
     if increment.again_count:
         # Every stored range of a key replayed again is replaced: the key counts as reopened.
-        scope = scope.unionByName(
-            increment.again.select(
-                *KEY, F.lit(True).alias("_reopened"), F.lit(True).alias("_settled_changes")
-            )
+        flags = pa.array([True] * increment.again_count)
+        again_scope = increment.again_keys.append_column("_reopened", flags).append_column(
+            "_settled_changes", flags
         )
+        scope = pa.concat_tables([scope.cast(again_scope.schema), again_scope])
     removed = _stored_ranges(increment, scope)
-    spark = increment.store.spark
-    refresh = arrow_frame(spark, removed).join(increment.ongoing, list(KEY), "left_semi")
-    new_rows = archived_ranges(ongoing_records, ongoing_state, limit, stored=refresh)
+    ongoing_keys = without_keys(increment.touched_keys, increment.again_keys, KEY)
+    refresh = with_keys(removed, ongoing_keys, KEY)
+    rows = ranges_arrow.archived_ranges(intervals, final, stored=refresh)
     if increment.again_count:
-        again_state = increment.new_state.join(increment.again, list(KEY), "left_semi")
-        new_rows = new_rows.unionByName(
-            archived_ranges(increment.again_records, again_state, limit)
-        )
-    # One Spark job: the rows of both tables, then split on the driver.
-    rows = new_rows.toArrow()
+        again_state = increment.new_state.join(increment.again, on, "left_semi")
+        again_rows = archived_ranges(increment.again_records, again_state, limit).toArrow()
+        rows = pa.concat_tables([rows, again_rows.select(rows.column_names).cast(rows.schema)])
     poison = pc.equal(rows.column("reason"), REASON_DELIVERY_LIMIT)
     removed_poison = pc.equal(removed.column("reason"), REASON_DELIVERY_LIMIT)
     identity = list(RANGE_IDENTITY)
@@ -362,15 +368,15 @@ def compact_written(increment: Increment) -> None:
             increment.record(change)
 
 
-def _stored_ranges(increment: Increment, scope: DataFrame) -> pa.Table:
+def _stored_ranges(increment: Increment, scope: pa.Table) -> pa.Table:
     """The stored ranges (poison_messages with `reason`, and archived_messages) of the keys
-    of `scope` (`refresh_scope`) that the increment can change: those not settled, and
+    of `scope` (`ranges_arrow.refresh_scope`) that the increment can change: those not settled, and
     every one of a reopened key, on the driver. The tables are partitioned by `settled`:
     the settled ranges, nearly all of them, are read only for reopened keys that have some
     (few, if any: a deleted share-partition, a start offset that went back)."""
     store = increment.store
     on = list(KEY)
-    every = scope.toArrow()
+    every = scope
     reopened = every.filter(pc.field("_settled_changes"))
     # Side by side: where the output is local each reads its partition with delta-rs on the
     # driver.

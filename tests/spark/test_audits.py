@@ -24,6 +24,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql import types as T
 
 from sharestate import audits
+from sharestate.audits import ranges_arrow
 from sharestate.audits.findings import (
     FINDINGS_SCHEMA,
     RULES,
@@ -536,10 +537,12 @@ def test_only_reopened_keys_with_a_stored_bound_read_their_settled_ranges(
     records = spark.createDataFrame(
         [(0, 20, _ts(20), "update", *C, -1, None, [(40, 41, ARCHIVED, 5)])], RECORD_SCHEMA
     )
-    scope = audits.ranges.refresh_scope(stored, new.unionByName(brand_new), records)
+    final = audits.ranges.final_with_stored_bounds(new.unionByName(brand_new), stored)
+    intervals = audits.ranges.reasoned_intervals(records, 5)
+    scope = ranges_arrow.refresh_scope(final.toArrow(), intervals.toArrow())
     got = {
-        (r.group_id, r.topic_id, r.partition): (r._reopened, r._settled_changes)
-        for r in scope.collect()
+        (r["group_id"], r["topic_id"], r["partition"]): (r["_reopened"], r["_settled_changes"])
+        for r in scope.to_pylist()
     }
     assert got == {
         A: (False, False),

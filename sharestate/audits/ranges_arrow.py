@@ -1,0 +1,265 @@
+"""Archived ranges computed in Arrow, for the touched share-partitions on the driver: what an
+incremental run does with their new archived intervals and stored ranges, which as Spark
+queries (a window per share-partition, joins with the state) cost more to plan and start
+than to compute.
+
+Each function gives the rows its twin in `sharestate.audits.ranges` gives for the same input
+(the tests hold them equal); the columns and their types are `archived_messages`'s
+(`RANGES_SCHEMA`; `poison_messages` is it without `reason`). The inputs are collected from
+Spark as the twins' own first steps make them: `ranges.reasoned_intervals` of the records,
+`ranges.final_state_columns` of the state. Pure pyarrow and numpy: no Spark.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sharestate.decode.columns import KEY
+
+_TIMESTAMP: Final = pa.timestamp("us", tz="UTC")
+_BY: Final = (*KEY, "reason")
+#: The first and last record that showed a part of a range.
+_SEEN: Final = ("source_partition", "source_offset", "timestamp")
+
+#: The columns of `archived_messages`, as `ranges.archived_ranges` gives them.
+RANGES_SCHEMA: Final = pa.schema(
+    [
+        ("group_id", pa.string()),
+        ("topic_id", pa.string()),
+        ("partition", pa.int32()),
+        ("reason", pa.string()),
+        ("first_offset", pa.int64()),
+        ("last_offset", pa.int64()),
+        ("offsets", pa.int64()),
+        ("delivery_count", pa.int32()),
+        ("min_delivery_count", pa.int32()),
+        ("first_seen_source_partition", pa.int32()),
+        ("first_seen_source_offset", pa.int64()),
+        ("first_seen_timestamp", _TIMESTAMP),
+        ("last_seen_source_partition", pa.int32()),
+        ("last_seen_source_offset", pa.int64()),
+        ("last_seen_timestamp", _TIMESTAMP),
+        ("sightings", pa.int64()),
+        ("share_partition_deleted", pa.bool_()),
+        ("offsets_still_in_state", pa.int64()),
+        ("still_in_state", pa.bool_()),
+        ("below_start_offset", pa.bool_()),
+        ("settled", pa.bool_()),
+    ]
+)
+#: The merged form (`ranges.merge_ranges`' columns): a range without what the final state
+#: says of it.
+_MERGED: Final = [field.name for field in RANGES_SCHEMA][
+    : RANGES_SCHEMA.get_field_index("sightings") + 1
+]
+#: The aggregated form `_merge` takes: merged ranges less `offsets`, or one interval each.
+_AGGREGATED: Final = [name for name in _MERGED if name != "offsets"]
+
+
+def _column(table: pa.Table, name: str) -> np.ndarray[Any, Any]:
+    values: np.ndarray[Any, Any] = table.column(name).to_numpy(zero_copy_only=False)
+    return values
+
+
+def _as_aggregated(intervals: pa.Table) -> pa.Table:
+    """Intervals (`ranges.reasoned_intervals` rows) in the aggregated form: each its own
+    first and last sighting, seen once (`ranges._as_aggregated`)."""
+    n = intervals.num_rows
+    seen = {
+        f"{which}_seen_{name}": intervals.column(
+            "source_timestamp" if name == "timestamp" else name
+        )
+        for which in ("first", "last")
+        for name in _SEEN
+    }
+    columns = {
+        **{name: intervals.column(name) for name in _BY},
+        "first_offset": intervals.column("first_offset"),
+        "last_offset": intervals.column("last_offset"),
+        "delivery_count": intervals.column("delivery_count"),
+        "min_delivery_count": intervals.column("delivery_count"),
+        **seen,
+        "sightings": pa.array(np.ones(n, np.int64)),
+    }
+    return _typed(pa.table(columns), _AGGREGATED)
+
+
+def _typed(table: pa.Table, names: list[str]) -> pa.Table:
+    return table.select(names).cast(pa.schema([RANGES_SCHEMA.field(name) for name in names]))
+
+
+def _merge(aggregated: pa.Table) -> pa.Table:
+    """`ranges.merge_ranges` of rows in the aggregated form: per `_BY`, overlapping or
+    touching intervals joined into maximal ranges, each with the max and min delivery count,
+    the earliest and latest sighting (log order) and the sum of sightings of its rows."""
+    if aggregated.num_rows == 0:
+        return _typed(aggregated.append_column("offsets", pa.array([], pa.int64())), _MERGED)
+    ordered = aggregated.take(
+        pc.sort_indices(
+            aggregated,
+            sort_keys=[(name, "ascending") for name in (*_BY, "first_offset", "last_offset")],
+        )
+    )
+    n = ordered.num_rows
+    new_group = np.zeros(n, dtype=bool)
+    new_group[0] = True
+    for name in _BY:
+        values = _column(ordered, name)
+        new_group[1:] |= values[1:] != values[:-1]
+    first, last = _column(ordered, "first_offset"), _column(ordered, "last_offset")
+    # The furthest last offset so far in the group; an interval that starts beyond it + 1
+    # starts a range. Python integers: first - 1 must not overflow.
+    starts = np.zeros(n, dtype=bool)
+    reach = 0
+    for i, (group_starts, low, high) in enumerate(
+        zip(new_group.tolist(), first.tolist(), last.tolist(), strict=True)
+    ):
+        if group_starts or low - 1 > reach:
+            starts[i] = True
+            reach = high
+        elif high > reach:
+            reach = high
+    begins = np.flatnonzero(starts)
+    range_of = np.cumsum(starts) - 1
+    ends = np.append(begins[1:], n) - 1
+
+    def seen(which: str, pick: np.ndarray[Any, Any]) -> dict[str, pa.Array]:
+        return {
+            f"{which}_seen_{name}": ordered.column(f"{which}_seen_{name}").take(pick)
+            for name in _SEEN
+        }
+
+    # Ranges are contiguous in `ordered`, so sorted by range first each keeps its positions.
+    earliest = np.lexsort(
+        (
+            _column(ordered, "first_seen_source_offset"),
+            _column(ordered, "first_seen_source_partition"),
+            range_of,
+        )
+    )[begins]
+    latest = np.lexsort(
+        (
+            _column(ordered, "last_seen_source_offset"),
+            _column(ordered, "last_seen_source_partition"),
+            range_of,
+        )
+    )[ends]
+    high = np.maximum.reduceat(last, begins)
+    merged = {
+        **{name: ordered.column(name).take(begins) for name in _BY},
+        "first_offset": first[begins],
+        "last_offset": high,
+        "offsets": high - first[begins] + 1,
+        "delivery_count": np.maximum.reduceat(_column(ordered, "delivery_count"), begins),
+        "min_delivery_count": np.minimum.reduceat(_column(ordered, "min_delivery_count"), begins),
+        **seen("first", earliest),
+        **seen("last", latest),
+        "sightings": np.add.reduceat(_column(ordered, "sightings"), begins),
+    }
+    return _typed(pa.table(merged), _MERGED)
+
+
+def _with_final_state(merged: pa.Table, final: pa.Table) -> pa.Table:
+    """`ranges._with_final_state`: what the final state (`final`, rows of
+    `ranges.final_state_columns`) says of each range."""
+    by_key = {
+        (row["group_id"], row["topic_id"], row["partition"]): row for row in final.to_pylist()
+    }
+    keys = zip(*(merged.column(name).to_pylist() for name in KEY), strict=True)
+    columns: dict[str, list[Any]] = {
+        name: []
+        for name in (
+            "share_partition_deleted",
+            "offsets_still_in_state",
+            "still_in_state",
+            "below_start_offset",
+            "settled",
+        )
+    }
+    for key, first, last in zip(
+        keys,
+        merged.column("first_offset").to_pylist(),
+        merged.column("last_offset").to_pylist(),
+        strict=True,
+    ):
+        state = by_key.get(key)
+        flag = state["share_partition_deleted"] if state else None
+        deleted = bool(flag)
+        in_state = sum(
+            min(batch["last_offset"], last) - max(batch["first_offset"], first) + 1
+            for batch in (state["_archived"] or [] if state else [])
+            if batch["first_offset"] <= last and batch["last_offset"] >= first
+        )
+        offsets = 0 if deleted else in_state
+        start = state["_eso"] if state else None
+        bound = state["_bound"] if state else None
+        columns["share_partition_deleted"].append(flag)
+        columns["offsets_still_in_state"].append(offsets)
+        columns["still_in_state"].append(offsets > 0)
+        columns["below_start_offset"].append(None if deleted or start is None else last < start)
+        columns["settled"].append(bound is not None and last < bound - 1)
+    table = merged
+    for name, values in columns.items():
+        table = table.append_column(
+            RANGES_SCHEMA.field(name), pa.array(values, RANGES_SCHEMA.field(name).type)
+        )
+    return table.select(RANGES_SCHEMA.names)
+
+
+def archived_ranges(
+    intervals: pa.Table, final: pa.Table, stored: pa.Table | None = None
+) -> pa.Table:
+    """`ranges.archived_ranges`: `intervals` are `ranges.reasoned_intervals` of the records,
+    `final` the rows of `ranges.final_state_columns` of the state, `stored` the ranges an
+    earlier run wrote (`archived_messages`' columns, poison_messages with `reason` added).
+    Stored ranges that neither overlap nor touch their share-partition's span of new
+    intervals are kept as they are; the others are merged again with the new intervals."""
+    new = _as_aggregated(intervals)
+    if stored is None or stored.num_rows == 0:
+        return _with_final_state(_merge(new), final)
+    spans = intervals.group_by(list(_BY)).aggregate(
+        [("first_offset", "min"), ("last_offset", "max")]
+    )
+    placed = stored.select(_MERGED).join(spans, keys=list(_BY), join_type="left outer")
+    low, high = placed.column("first_offset_min"), placed.column("last_offset_max")
+    first, last = placed.column("first_offset"), placed.column("last_offset")
+    # first - 1 > high, low - 1 > last: offsets are at least -1, so no overflow here.
+    apart = pc.or_(pc.greater(pc.subtract(first, 1), high), pc.greater(pc.subtract(low, 1), last))
+    unchanged = pc.or_(pc.is_null(low), pc.fill_null(apart, False))
+    kept = _typed(placed.filter(unchanged), _MERGED)
+    again = _typed(placed.filter(pc.invert(unchanged)), _AGGREGATED)
+    merged = pa.concat_tables([_merge(pa.concat_tables([new, again])), kept])
+    return _with_final_state(merged, final)
+
+
+def refresh_scope(final: pa.Table, intervals: pa.Table) -> pa.Table:
+    """Per share-partition of `final` (rows of `ranges.final_with_stored_bounds`: its new
+    state, and `_old`, its stored settle bound), whether this run's new `intervals` reopen
+    it (`_reopened`: a new interval below its stored settle bound, a bound that went back, a
+    deletion or re-creation). The new records can change its stored ranges that are not
+    settled, and, when it is reopened, every one of them: its settled ones too where it has
+    any (`_settled_changes`; a key without a stored bound, new or deleted when stored, has no
+    settled stored range)."""
+    lowest = intervals.group_by(list(KEY)).aggregate([("first_offset", "min")])
+    keys = final.select([*KEY, "_bound", "_old"]).join(
+        lowest, keys=list(KEY), join_type="left outer"
+    )
+    old, new = keys.column("_old"), keys.column("_bound")
+    reopened = pc.or_(
+        pc.or_(pc.is_null(old), pc.is_null(new)),
+        pc.or_(
+            pc.fill_null(pc.less(new, old), False),
+            pc.fill_null(pc.less(keys.column("first_offset_min"), old), False),
+        ),
+    )
+    return pa.table(
+        {
+            **{name: keys.column(name) for name in KEY},
+            "_reopened": reopened,
+            "_settled_changes": pc.and_(reopened, pc.is_valid(old)),
+        }
+    )
