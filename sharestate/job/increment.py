@@ -301,7 +301,7 @@ def write_ranges(increment: Increment) -> None:
     merged with the new archived intervals and given their final-state columns again; the
     keys replayed again get their ranges anew from all their records. Only those stored
     ranges are read. The ongoing keys' new archived intervals and final state are brought to
-    the driver (two Spark jobs side by side), where their ranges are merged in Arrow
+    the driver (two collects side by side), where their ranges are merged in Arrow
     (`ranges_arrow`) and the commits and the run's totals made from them."""
     limit = increment.delivery_count_limit
     on = list(KEY)

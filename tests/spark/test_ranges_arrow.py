@@ -9,7 +9,6 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -19,9 +18,7 @@ from pyspark.sql import functions as F
 from sharestate.audits import ranges, ranges_arrow
 from sharestate.decode.columns import KEY
 from sharestate.io.store import arrow_frame
-from sharestate.job.config import JobConfig
-from sharestate.job.pipeline import compute
-from sharestate.sample.exports import SampleSpec, write_sample
+from tests.support.computed import computed_sample
 
 #: Low, so that the sample's records reach it and every reason has ranges.
 LIMIT = 3
@@ -36,13 +33,8 @@ class Sample:
 
 @pytest.fixture(scope="module")
 def sample(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sample]:
-    root: Path = tmp_path_factory.mktemp("ranges-sample")
-    write_sample(root, SampleSpec(records=3000))
-    results = compute(spark, JobConfig(share_state=str(root / "share_state")))
-    try:
+    with computed_sample(spark, tmp_path_factory.mktemp("ranges-sample")) as results:
         yield Sample(results.share_state_records, results.share_partition_state)
-    finally:
-        results.unpersist()
 
 
 def _rows(table: pa.Table) -> list[dict[str, object]]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,9 +19,7 @@ from sharestate import audits
 from sharestate.audits import segments_arrow
 from sharestate.audits.findings import snapshots
 from sharestate.decode.columns import KEY
-from sharestate.job.config import JobConfig
-from sharestate.job.pipeline import compute
-from sharestate.sample.exports import SampleSpec, write_sample
+from tests.support.computed import computed_sample
 
 
 @dataclass(frozen=True)
@@ -33,17 +30,12 @@ class History:
 
 @pytest.fixture(scope="module")
 def history(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
-    root: Path = tmp_path_factory.mktemp("segments-sample")
-    write_sample(root, SampleSpec(records=3000))
-    results = compute(spark, JobConfig(share_state=str(root / "share_state")))
-    try:
+    with computed_sample(spark, tmp_path_factory.mktemp("segments-sample")) as results:
         columns = list(segments_arrow.HISTORY_COLUMNS)
         arrow = results.share_partition_history.select(*columns).toArrow()
         frame = spark.createDataFrame(arrow)
         yield History(frame.cache(), arrow)
         frame.unpersist()
-    finally:
-        results.unpersist()
 
 
 def _rows(table: pa.Table, schema: pa.Schema, key: tuple[str, ...]) -> list[dict[str, object]]:
