@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sharestate.arrow_keys import KeyGroups
 from sharestate.decode.columns import KEY
 
 _TIMESTAMP: Final = pa.timestamp("us", tz="UTC")
@@ -92,37 +93,32 @@ def _typed(table: pa.Table, names: list[str]) -> pa.Table:
     return table.select(names).cast(pa.schema([RANGES_SCHEMA.field(name) for name in names]))
 
 
+def _running_max(values: np.ndarray[Any, Any], groups: KeyGroups) -> np.ndarray[Any, Any]:
+    """Per sorted row of `groups`, the largest of `values` (in that order) up to it in its
+    group. Each value is replaced by its rank among all, offset by its group's number times
+    the count of distinct values, so one running maximum over every row never carries a
+    value into the next group (the products stay within int64 for any table a driver holds)."""
+    distinct, rank = np.unique(values, return_inverse=True)
+    base = groups.group.astype(np.int64) * len(distinct)
+    return distinct[np.maximum.accumulate(base + rank) - base]
+
+
 def _merge(aggregated: pa.Table) -> pa.Table:
     """`ranges.merge_ranges` of rows in the aggregated form: per `_BY`, overlapping or
     touching intervals joined into maximal ranges, each with the max and min delivery count,
     the earliest and latest sighting (log order) and the sum of sightings of its rows."""
     if aggregated.num_rows == 0:
         return _typed(aggregated.append_column("offsets", pa.array([], pa.int64())), _MERGED)
-    ordered = aggregated.take(
-        pc.sort_indices(
-            aggregated,
-            sort_keys=[(name, "ascending") for name in (*_BY, "first_offset", "last_offset")],
-        )
-    )
+    groups = KeyGroups(aggregated, _BY, within=("first_offset", "last_offset"))
+    ordered = aggregated.take(groups.order)
     n = ordered.num_rows
-    new_group = np.zeros(n, dtype=bool)
-    new_group[0] = True
-    for name in _BY:
-        values = _column(ordered, name)
-        new_group[1:] |= values[1:] != values[:-1]
     first, last = _column(ordered, "first_offset"), _column(ordered, "last_offset")
-    # The furthest last offset so far in the group; an interval that starts beyond it + 1
-    # starts a range. Python integers: first - 1 must not overflow.
+    # An interval starts a range when it starts beyond the furthest last offset of the
+    # intervals before it in its group, + 1 (first - 1 > reach: no overflow at the top).
+    reach = _running_max(last, groups)
     starts = np.zeros(n, dtype=bool)
-    reach = 0
-    for i, (group_starts, low, high) in enumerate(
-        zip(new_group.tolist(), first.tolist(), last.tolist(), strict=True)
-    ):
-        if group_starts or low - 1 > reach:
-            starts[i] = True
-            reach = high
-        elif high > reach:
-            reach = high
+    starts[groups.starts] = True
+    starts[1:] |= first[1:] - 1 > reach[:-1]
     begins = np.flatnonzero(starts)
     range_of = np.cumsum(starts) - 1
     ends = np.append(begins[1:], n) - 1

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sharestate.arrow_keys import KeyGroups
 from sharestate.decode.columns import KEY
 from sharestate.kafka.constants import SNAPSHOT, TOMBSTONE, UPDATE
 
@@ -67,73 +68,6 @@ PLACEMENTS_SCHEMA: Final = pa.schema(
 HISTORY_COLUMNS: Final = (*SEGMENT_KEY, "source_offset", "source_timestamp", "record_type")
 
 
-class _Groups:
-    """The rows of a table in groups of equal `keys`: `order` sorts the rows by the keys
-    (and, within a group, by the `within` columns ascending), `starts` is where each group
-    begins in that order and `group` the group of each sorted row."""
-
-    def __init__(self, table: pa.Table, keys: Sequence[str], within: Sequence[str] = ()) -> None:
-        sort = [(c, "ascending") for c in (*keys, *within)]
-        self.order = pc.sort_indices(table, sort_keys=sort)
-        ordered = table.select(list(keys)).take(self.order)
-        n = ordered.num_rows
-        change = np.zeros(n, dtype=bool)
-        if n:
-            change[0] = True
-        for name in keys:
-            column = ordered.column(name).combine_chunks()
-            if n > 1:
-                differs = pc.not_equal(column.slice(1), column.slice(0, n - 1))
-                change[1:] |= differs.to_numpy(zero_copy_only=False)
-        self.starts = np.flatnonzero(change)
-        self.group = np.cumsum(change) - 1
-        self.ends = np.append(self.starts[1:], n)
-        #: The first sorted row of each group, as a row number of the table.
-        self.first = self.order.to_numpy()[self.starts] if n else np.zeros(0, np.int64)
-
-    @property
-    def count(self) -> int:
-        return len(self.starts)
-
-    def sum(self, values: np.ndarray) -> np.ndarray:
-        if not self.count:
-            return np.zeros(0, dtype=np.int64)
-        return np.add.reduceat(values[self.order.to_numpy()], self.starts)
-
-    def spread_max(self, values: pa.ChunkedArray) -> np.ndarray:
-        """Per row of the table, the largest of `values` (no nulls) in its group."""
-        order = self.order.to_numpy()
-        best = np.maximum.reduceat(values.to_numpy()[order], self.starts)
-        out = np.empty(len(order), dtype=best.dtype)
-        out[order] = best[self.group]
-        return out
-
-    def arg_max(self, values: pa.Array) -> np.ndarray:
-        """Per group, the row number of the table whose `values` (int64, nulls ignored) are
-        largest; -1 where the group has none."""
-        return self._arg(values, np.maximum, np.iinfo(np.int64).min)
-
-    def arg_min(self, values: pa.Array) -> np.ndarray:
-        """Per group, the row number with the smallest `values`; -1 where none."""
-        return self._arg(values, np.minimum, np.iinfo(np.int64).max)
-
-    def _arg(self, values: pa.Array, pick: np.ufunc, missing: int) -> np.ndarray:
-        if not self.count:
-            return np.zeros(0, dtype=np.int64)
-        order = self.order.to_numpy()
-        filled = pc.fill_null(values, missing).to_numpy(zero_copy_only=False)[order]
-        best = pick.reduceat(filled, self.starts)
-        # The first sorted row of its group that holds the group's best value (values are
-        # unique within a group: offsets of one share-partition's log).
-        at = np.full(self.count, -1, dtype=np.int64)
-        hits = np.flatnonzero(filled == best[self.group])
-        groups = self.group[hits]
-        first_hit = np.unique(groups, return_index=True)
-        at[first_hit[0]] = order[hits[first_hit[1]]]
-        at[best == missing] = -1
-        return at
-
-
 def _take(column: pa.Array | pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
     """`column`'s values at `rows`, null where a row is -1."""
     if isinstance(column, pa.ChunkedArray):
@@ -152,7 +86,7 @@ def _struct(
     return pa.StructArray.from_arrays(columns, fields=members, mask=mask)
 
 
-def _keys(table: pa.Table, groups: _Groups, keys: Sequence[str]) -> dict[str, pa.Array]:
+def _keys(table: pa.Table, groups: KeyGroups, keys: Sequence[str]) -> dict[str, pa.Array]:
     first = pa.array(groups.first)
     return {name: table.column(name).take(first) for name in keys}
 
@@ -171,7 +105,7 @@ def history_segments(history: pa.Table) -> pa.Table:
     history = history.select(list(HISTORY_COLUMNS)).combine_chunks()
     offsets = history.column("source_offset")
     types = history.column("record_type")
-    groups = _Groups(history, SEGMENT_KEY, within=["source_offset"])
+    groups = KeyGroups(history, SEGMENT_KEY, within=["source_offset"])
     is_update = pc.equal(types, UPDATE)
     update_offsets = pc.if_else(is_update, offsets, pa.nulls(len(offsets), pa.int64()))
     is_event = pc.is_in(types, pa.array([SNAPSHOT, TOMBSTONE]))
@@ -206,7 +140,7 @@ def history_segments(history: pa.Table) -> pa.Table:
     return pa.table(columns).cast(SEGMENTS_SCHEMA)
 
 
-def _latest_event(segments: pa.Table, groups: _Groups) -> tuple[pa.ChunkedArray, np.ndarray]:
+def _latest_event(segments: pa.Table, groups: KeyGroups) -> tuple[pa.ChunkedArray, np.ndarray]:
     """The `last_snapshot_or_tombstone` column of rows of the segments table, and per group
     the row whose one is latest (-1 where no row has one)."""
     events = segments.column("last_snapshot_or_tombstone")
@@ -225,7 +159,7 @@ def merge_segments(stored: pa.Table, new: pa.Table) -> pa.Table:
     if both.num_rows == 0:
         return _empty(SEGMENTS_SCHEMA)
     both = both.combine_chunks()
-    groups = _Groups(both, SEGMENT_KEY)
+    groups = KeyGroups(both, SEGMENT_KEY)
     first = groups.arg_min(pc.struct_field(both.column("first_record"), "source_offset"))
     last = groups.arg_max(pc.struct_field(both.column("last_record"), "source_offset"))
     events, event = _latest_event(both, groups)
@@ -248,7 +182,7 @@ def placements(segments: pa.Table) -> pa.Table:
     if segments.num_rows == 0:
         return _empty(PLACEMENTS_SCHEMA)
     segments = segments.cast(SEGMENTS_SCHEMA).combine_chunks()
-    groups = _Groups(segments, PLACEMENT_KEY)
+    groups = KeyGroups(segments, PLACEMENT_KEY)
     first_offsets = pc.struct_field(segments.column("first_record"), "source_offset")
     last = groups.arg_max(pc.struct_field(segments.column("last_record"), "source_offset"))
     events, event = _latest_event(segments, groups)
@@ -299,7 +233,7 @@ def segment_starts(segments: pa.Table) -> pa.Table:
     key = (*KEY, "segment")
     # A segment has one row per state-topic partition: the lowest partition's row is the
     # struct minimum.
-    groups = _Groups(segments, key, within=["source_partition"])
+    groups = KeyGroups(segments, key, within=["source_partition"])
     source_partitions = segments.column("source_partition").cast(pa.int64())
     first = groups.arg_min(source_partitions)
     updates = segments.column("first_update_offset")
@@ -329,5 +263,5 @@ def segment_starts(segments: pa.Table) -> pa.Table:
         groups.sum(segments.column("updates").to_numpy(zero_copy_only=False)), pa.int64()
     )
     starts = pa.table(columns)
-    columns["_last_segment"] = pa.array(_Groups(starts, KEY).spread_max(starts["segment"]))
+    columns["_last_segment"] = pa.array(KeyGroups(starts, KEY).spread_max(starts["segment"]))
     return pa.table(columns).cast(SEGMENT_STARTS_SCHEMA)

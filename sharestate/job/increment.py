@@ -370,21 +370,20 @@ def compact_written(increment: Increment) -> None:
 
 def _stored_ranges(increment: Increment, scope: pa.Table) -> pa.Table:
     """The stored ranges (poison_messages with `reason`, and archived_messages) of the keys
-    of `scope` (`ranges_arrow.refresh_scope`) that the increment can change: those not settled, and
-    every one of a reopened key, on the driver. The tables are partitioned by `settled`:
-    the settled ranges, nearly all of them, are read only for reopened keys that have some
-    (few, if any: a deleted share-partition, a start offset that went back)."""
+    of `scope` (`ranges_arrow.refresh_scope`) that the increment can change: those not
+    settled, and every one of a reopened key, on the driver. The tables are partitioned by
+    `settled`: the settled ranges, nearly all of them, are read only for reopened keys that
+    have some (few, if any: a deleted share-partition, a start offset that went back)."""
     store = increment.store
     on = list(KEY)
-    every = scope
-    reopened = every.filter(pc.field("_settled_changes"))
+    reopened = scope.filter(pc.field("_settled_changes"))
     # Side by side: where the output is local each reads its partition with delta-rs on the
     # driver.
     reads: list[pa.Table] = run_side_by_side(
         [
             partial(store.read_arrow_matching, name, keys, on, partition=(SETTLED, settled))
             for name in ("poison_messages", "archived_messages")
-            for keys, settled in ((every, False), (reopened, True))
+            for keys, settled in ((scope, False), (reopened, True))
         ]
     )
     poison_open, poison_settled, archived_open, archived_settled = reads
