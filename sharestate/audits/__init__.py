@@ -52,7 +52,7 @@ from sharestate.audits.findings.snapshots import segment_starts
 from sharestate.audits.groups import latest_group_records, share_groups, topic_names
 from sharestate.audits.lag import share_partition_lag
 from sharestate.audits.options import AuditOptions
-from sharestate.audits.pruning import carried_pruning_cutoff, exported_positions, pruning_cutoff
+from sharestate.audits.pruning import exported_positions, pruning_cutoff
 from sharestate.audits.ranges import (
     REASON_BELOW_LIMIT,
     REASON_DELIVERY_LIMIT,
@@ -92,7 +92,6 @@ __all__ = [
     "archived_messages",
     "archived_ranges",
     "audit",
-    "carried_pruning_cutoff",
     "catalog",
     "delivery_counts",
     "delivery_state_name",

@@ -27,21 +27,24 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sharestate.arrow_keys import distinct_keys, with_keys, without_keys
+from sharestate.arrow_keys import distinct_keys, rows_by_key, with_keys, without_keys
 from sharestate.audits import (
     REASON_DELIVERY_LIMIT,
     SEGMENT_KEY,
     archived_ranges,
     delivery_counts,
+    exported_positions,
     ranges_arrow,
     segments_arrow,
 )
 from sharestate.audits.findings.placement import KEY_HASH
+from sharestate.audits.findings.registry import Source
 from sharestate.audits.ranges import SETTLED, final_with_stored_bounds, reasoned_intervals
 from sharestate.decode.columns import KEY
 from sharestate.io.checkpoint import PLACEMENTS_TABLE
@@ -54,6 +57,7 @@ from sharestate.replay import replay
 log = logging.getLogger("sharestate")
 
 RANGE_IDENTITY = (*KEY, "reason", "first_offset")
+SHARE_STATE = Source.SHARE_STATE.value
 
 #: What a caller computes beside a step's own work (`write_segments`, `run_incremental`).
 Beside = TypeVar("Beside")
@@ -70,14 +74,14 @@ class Increment:
     delivery_count_limit: int
     #: Every new share-state record (new and backfilled), decoded.
     records: DataFrame
-    #: (source_partition, source_offset) of the backfilled share-state rows.
+    #: (partition, offset) of the backfilled share-state rows, and how many there are.
     backfill_positions: DataFrame
+    backfilled_rows: int
     stored_state: DataFrame
-    #: `share_partition_placements` of the stored segments (a row per share-partition and
-    #: state-topic partition).
-    stored_placements: DataFrame
     #: Every new group record (with --consumer-offsets).
     group_records: DataFrame | None = None
+    #: The new quarantined rows (of both inputs), kept.
+    quarantine: DataFrame = field(init=False)
     #: The keys replayed from their stored state, and those replayed again.
     ongoing: DataFrame = field(init=False)
     again: DataFrame = field(init=False)
@@ -92,8 +96,10 @@ class Increment:
     new_state: DataFrame = field(init=False)
     state: DataFrame = field(init=False)
     #: The touched keys' rows of the segments table after the increment (on the driver),
-    #: and the placements of every key after it.
+    #: and the placements of every key after it (on the driver, and as a DataFrame with
+    #: each key's partitioner hash).
     touched_segments: pa.Table = field(init=False)
+    placement_rows: pa.Table = field(init=False)
     placements: DataFrame = field(init=False)
     #: The records of the keys replayed again (stored and new).
     again_records: DataFrame = field(init=False)
@@ -137,6 +143,15 @@ class Increment:
         segments read them)."""
         return self._on_driver("history", self.history.toArrow)
 
+    def share_state_positions(self) -> pa.Table:
+        """This run's exported `__share_group_state` positions (source_partition,
+        source_offset: its decoded and quarantined rows), on the driver (the gaps, the
+        pruning cut-off and the checkpoint's extents read them)."""
+        return self._on_driver(
+            "share_state_positions",
+            lambda: exported_positions(self.records, self.quarantine, SHARE_STATE).toArrow(),
+        )
+
     def _on_driver(self, name: str, collect: Callable[[], pa.Table]) -> pa.Table:
         """`collect()` run once (one Spark job), by the first of the steps running side by
         side that asks; the others wait for it."""
@@ -151,36 +166,50 @@ class Increment:
 def split_keys(increment: Increment) -> None:
     """Which touched keys are replayed from their stored state and which again from the
     start: backfilled ones, and those with records on more than one state-topic partition
-    after this run."""
+    after this run. One Spark job gives each touched key's lowest and highest state-topic
+    partition among the new records (and whether one of them was backfilled); the stored
+    placements, on the driver, tell the keys already on another partition."""
     records = increment.records
-    touched = records.select(*KEY).distinct()
-    positions = increment.backfill_positions.select(
-        F.col("partition").alias("source_partition"), F.col("offset").alias("source_offset")
-    )
-    backfilled = (
-        records.join(positions, ["source_partition", "source_offset"], "left_semi")
-        .select(*KEY)
-        .distinct()
-    )
-    placements = (
-        records.select(*KEY, "source_partition")
-        .unionByName(
-            increment.stored_placements.join(touched, list(KEY), "left_semi").select(
-                *KEY, "source_partition"
-            )
+    found = [
+        F.min("source_partition").alias("_lowest"),
+        F.max("source_partition").alias("_highest"),
+    ]
+    if increment.backfilled_rows:
+        positions = increment.backfill_positions.select(
+            F.col("partition").alias("source_partition"),
+            F.col("offset").alias("source_offset"),
+            F.lit(True).alias("_backfilled"),
         )
-        .distinct()
-    )
-    misplaced = placements.groupBy(*KEY).count().filter(F.col("count") > 1).select(*KEY)
-    again = backfilled.unionByName(misplaced).distinct().withColumn("_again", F.lit(True))
+        records = records.join(
+            F.broadcast(positions), ["source_partition", "source_offset"], "left"
+        )
+        found.append(F.max(F.coalesce(F.col("_backfilled"), F.lit(False))).alias("_backfilled"))
     # A few thousand keys: collected once (one Spark job), they cost no further job wherever
     # they are read, on the driver or in Spark (as a local relation).
-    keys = touched.join(again, list(KEY), "left").toArrow()
-    is_again = pc.fill_null(keys.column("_again"), False)
-    increment.touched_keys = keys.select(list(KEY)).cast(_KEY_ARROW_SCHEMA)
-    increment.again_keys = increment.touched_keys.filter(is_again)
+    keys = records.groupBy(*KEY).agg(*found).toArrow()
+    typed = keys.select(list(KEY)).cast(_KEY_ARROW_SCHEMA)
+    stored = increment.store.read_arrow(PLACEMENTS_TABLE)
+    on_stored = typed.append_column("_lowest", keys.column("_lowest")).join(
+        stored.select([*KEY, "source_partition"]).cast(
+            pa.schema([*_KEY_ARROW_SCHEMA, pa.field("source_partition", pa.int32())])
+        ),
+        list(KEY),
+        join_type="inner",
+    )
+    elsewhere = on_stored.filter(
+        pc.not_equal(on_stored.column("_lowest"), on_stored.column("source_partition"))
+    )
+    moved = np.zeros(typed.num_rows, dtype=bool)
+    moved[rows_by_key(typed, elsewhere, KEY, "left semi").to_numpy()] = True
+    is_again = pc.or_(
+        pc.not_equal(keys.column("_lowest"), keys.column("_highest")), pa.array(moved)
+    )
+    if increment.backfilled_rows:
+        is_again = pc.or_(is_again, keys.column("_backfilled"))
+    increment.touched_keys = typed
+    increment.again_keys = typed.filter(is_again)
     increment.again_count = increment.again_keys.num_rows
-    spark = records.sparkSession
+    spark = increment.records.sparkSession
     increment.touched_frame = arrow_frame(spark, increment.touched_keys)
     increment.again = arrow_frame(spark, increment.again_keys)
     increment.ongoing = arrow_frame(spark, increment.touched_keys.filter(pc.invert(is_again)))
@@ -279,6 +308,7 @@ def write_segments(increment: Increment, beside: Callable[[], Beside]) -> Beside
             touched_placements,
         ]
     )
+    increment.placement_rows = placements
     keys = zip(*(placements.column(c).to_pylist() for c in KEY), strict=True)
     hashes = pa.array(share_partition_key_hashes(keys), pa.int64())
     increment.placements = arrow_frame(spark, placements.append_column(KEY_HASH, hashes))

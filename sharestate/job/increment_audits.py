@@ -6,21 +6,19 @@ exported extents, the quarantine's counts, the latest group record's time).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sharestate.arrow_keys import without_keys
+from sharestate.arrow_keys import distinct_keys, with_keys, without_keys
 from sharestate.audits import (
-    carried_pruning_cutoff,
     exported_positions,
+    gaps_arrow,
     position_extents,
+    pruning_arrow,
     quarantine_kinds,
     segments_arrow,
     share_groups,
@@ -37,7 +35,7 @@ from sharestate.audits.findings import (
 from sharestate.audits.findings.records import replay_error, share_state_gap, share_state_gap_rows
 from sharestate.audits.findings.registry import Source
 from sharestate.decode.columns import KEY
-from sharestate.io.checkpoint import Checkpoint, Extent
+from sharestate.io.checkpoint import Checkpoint
 from sharestate.io.exports import read_end_offsets
 from sharestate.io.store import arrow_frame
 from sharestate.job.config import JobConfig
@@ -57,64 +55,22 @@ def known_gaps(findings: DataFrame) -> DataFrame:
     )
 
 
-def gaps_after(
-    spark: SparkSession, stored: DataFrame, positions: DataFrame, extents: Mapping[int, Extent]
-) -> DataFrame:
-    """The `__share_group_state` gaps (source_partition, _from, _to) once this run's
-    `positions` (its new and backfilled exported positions) join the stored ones, given by
-    their extents and gaps (`stored`: partition, _from, _to).
-
-    Every offset missing from the widened extent of a partition lies in one zone: a stored
-    gap (less what was backfilled into it), below the stored first offset, or above the
-    stored last one. Each zone's gaps come from its own positions and its borders (the
-    offsets next to it that were stored), so no stored row is read."""
-    bounds = spark.createDataFrame(
-        [(p, e.first, e.last) for p, e in sorted(extents.items())],
-        "source_partition int, _first bigint, _last bigint",
-    )
-    stored_gaps = stored.select(F.col("partition").alias("source_partition"), "_from", "_to")
-    in_gap = stored_gaps.select(F.col("source_partition").alias("_gap_partition"), "_from", "_to")
-    placed = (
-        positions.select("source_partition", "source_offset")
-        .join(F.broadcast(bounds), "source_partition", "left")
-        .join(
-            F.broadcast(in_gap),
-            (F.col("source_partition") == F.col("_gap_partition"))
-            & F.col("source_offset").between(F.col("_from"), F.col("_to")),
-            "left",
-        )
-    )
-    offset = F.col("source_offset")
-    zone = (
-        F.when(F.col("_last").isNull() | (offset > F.col("_last")), F.lit("above"))
-        .when(offset < F.col("_first"), F.lit("below"))
-        .when(F.col("_from").isNotNull(), F.concat(F.lit("gap "), F.col("_from").cast("string")))
-    )
-    points = placed.select("source_partition", "source_offset", zone.alias("_zone"))
-
-    def border(df: DataFrame, at: Any, name: Any) -> DataFrame:
-        return df.select("source_partition", at.alias("source_offset"), name.alias("_zone"))
-
-    gap_name = F.concat(F.lit("gap "), F.col("_from").cast("string"))
-    borders = [
-        border(bounds, F.col("_last"), F.lit("above")),
-        border(bounds, F.col("_first"), F.lit("below")),
-        border(stored_gaps, F.col("_from") - 1, gap_name),
-        border(stored_gaps, F.col("_to") + 1, gap_name),
-    ]
-    everything = points.filter(F.col("_zone").isNotNull())
-    for each in borders:
-        everything = everything.unionByName(each)
-    ordered = Window.partitionBy("source_partition", "_zone").orderBy("source_offset")
-    return (
-        everything.distinct()
-        .withColumn("_previous", F.lag("source_offset").over(ordered))
-        .filter(F.col("source_offset") - F.col("_previous") > 1)
-        .select(
-            "source_partition",
-            (F.col("_previous") + 1).alias("_from"),
-            (F.col("source_offset") - 1).alias("_to"),
-        )
+def _gaps(increment: Increment, stored_findings: DataFrame, checkpoint: Checkpoint) -> pa.Table:
+    """The `__share_group_state` gaps after this run (`gaps_arrow.gaps_after`), on the
+    driver: from the stored gaps, the checkpoint's extents and the run's positions."""
+    stored = known_gaps(stored_findings).withColumnRenamed("partition", "source_partition")
+    extents = checkpoint.extents.get(SHARE_STATE, {})
+    return gaps_arrow.gaps_after(
+        stored.toArrow(),
+        increment.share_state_positions(),
+        pa.table(
+            {
+                "source_partition": [p for p in extents],
+                "rows": [e.rows for e in extents.values()],
+                "first_offset": [e.first for e in extents.values()],
+                "last_offset": [e.last for e in extents.values()],
+            }
+        ).cast(gaps_arrow.EXTENTS_SCHEMA),
     )
 
 
@@ -132,13 +88,12 @@ class AuditTables:
 
 @dataclass(frozen=True)
 class AuditInputs:
-    """What pruning_cutoff and findings read besides the per-key steps' results: this run's
-    exported positions of `__share_group_state`, its gaps after the run, the per-record
-    rules' findings after it, the quarantine's counts, the share groups and lag (written
-    already), and the findings of the rules over state-sized inputs (`STATE_SIZED_RULES`)."""
+    """What pruning_cutoff and findings read besides the per-key steps' results: the
+    `__share_group_state` gaps after the run (on the driver), the per-record rules'
+    findings after it, the quarantine's counts, the share groups and lag (written already),
+    and the findings of the rules over state-sized inputs (`STATE_SIZED_RULES`)."""
 
-    positions: DataFrame
-    gaps: DataFrame
+    gaps: pa.Table
     per_record_findings: DataFrame
     kinds: DataFrame
     groups: DataFrame | None
@@ -166,29 +121,18 @@ def prepare_audits(
     left to run. `backfilled`: source, source_partition, source_offset of the rows that
     arrived below the checkpoint."""
 
-    def records_audits() -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
+    def records_audits() -> tuple[pa.Table, DataFrame, DataFrame]:
         spark = increment.store.spark
-        positions = increment.keep(exported_positions(increment.records, quarantine, SHARE_STATE))
-        gaps = increment.keep(
-            share_state_gap_rows(
-                gaps_after(
-                    spark,
-                    known_gaps(stored_findings),
-                    positions,
-                    checkpoint.extents.get(SHARE_STATE, {}),
-                )
-            )
-        )
-        per_record = increment.keep(_per_record_rows(increment, stored_findings, gaps))
+        gaps = _gaps(increment, stored_findings, checkpoint)
+        gap_rows = share_state_gap_rows(arrow_frame(spark, gaps))
+        per_record = increment.keep(_per_record_rows(increment, stored_findings, gap_rows))
         kinds = increment.keep(_quarantine_kinds(spark, checkpoint, quarantine))
-        return positions, gaps, per_record, kinds
+        return gaps, per_record, kinds
 
     def groups_and_lag() -> tuple[DataFrame | None, DataFrame | None]:
         return _write_groups(increment, group_records), _write_lag(increment, config)
 
-    (positions, gaps, per_record, kinds), (groups, lag) = run_side_by_side(
-        [records_audits, groups_and_lag]
-    )
+    (gaps, per_record, kinds), (groups, lag) = run_side_by_side([records_audits, groups_and_lag])
     spark = increment.store.spark
     inputs = {
         "state": increment.state,
@@ -206,7 +150,7 @@ def prepare_audits(
     # Some rule always runs (decode_quarantine reads the counts every run has).
     assert found is not None
     state_sized = increment.keep(found)
-    return AuditInputs(positions, gaps, per_record, kinds, groups, lag, state_sized)
+    return AuditInputs(gaps, per_record, kinds, groups, lag, state_sized)
 
 
 def _per_record_rows(
@@ -262,42 +206,40 @@ def write_audits(
     own table). `per_share_partition`: `per_share_partition_rows`."""
     pruning, findings = run_side_by_side(
         [
-            lambda: _write_pruning(increment, prepared.positions, prepared.gaps),
+            lambda: _write_pruning(increment, prepared.gaps),
             lambda: _write_findings(increment, prepared, per_share_partition),
         ]
     )
     return AuditTables(pruning, prepared.groups, prepared.lag, findings, prepared.kinds)
 
 
-def _write_pruning(increment: Increment, positions: DataFrame, gaps: DataFrame) -> DataFrame:
+def _write_pruning(increment: Increment, gaps: pa.Table) -> DataFrame:
     """pruning_cutoff: a partition's cut-off comes from the placements of the
     share-partitions on it, and the records before it from its exported extent and gaps; so
     only the partitions with new positions or changed segments change, and only their rows
-    are replaced. Returns the whole table after the change."""
+    are replaced. Computed on the driver (`pruning_arrow`: a row per partition, from the
+    placements the segments' step left there). Returns the whole table after the change."""
     store = increment.store
-    # A few dozen rows, read on the driver.
     stored = store.read_arrow("pruning_cutoff")
-    table = carried_pruning_cutoff(
-        increment.placements, arrow_frame(store.spark, stored), positions, gaps
+    positions = increment.share_state_positions()
+    table = pruning_arrow.carried_pruning_cutoff(increment.placement_rows, stored, positions, gaps)
+    changed_partitions = distinct_keys(
+        pa.concat_tables(
+            [
+                positions.select(["source_partition"]),
+                increment.history_rows()
+                .select(["source_partition"])
+                .cast(positions.select(["source_partition"]).schema),
+            ]
+        ),
+        ["source_partition"],
     )
-    changed = (
-        positions.select("source_partition")
-        .unionByName(increment.history.select("source_partition"))
-        .distinct()
-    )
-    # One Spark job: which partitions changed, with their rows (a right join: a changed
-    # partition without a row has its stored row deleted).
-    found = (
-        table.withColumn("_found", F.lit(True)).join(changed, "source_partition", "right").toArrow()
-    )
-    changed_partitions = found.select(["source_partition"])
-    rows = found.filter(pc.is_valid(found.column("_found"))).select(table.columns)
+    rows = with_keys(table, changed_partitions, ["source_partition"]).cast(stored.schema)
     increment.record(
         store.replace_arrow("pruning_cutoff", rows, changed_partitions, ["source_partition"])
     )
     kept = without_keys(stored, changed_partitions, ["source_partition"])
-    after = pa.concat_tables([kept, rows.select(kept.column_names).cast(kept.schema)])
-    return arrow_frame(store.spark, after)
+    return arrow_frame(store.spark, pa.concat_tables([kept, rows]))
 
 
 def _write_groups(increment: Increment, group_records: DataFrame | None) -> DataFrame | None:

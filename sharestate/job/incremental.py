@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from sharestate.audits.findings.registry import Source
 from sharestate.decode import spark as spark_decode
 from sharestate.io.changes import ExportFiles, list_export
-from sharestate.io.checkpoint import CHECKPOINT_TABLE, PLACEMENTS_TABLE, Checkpoint
+from sharestate.io.checkpoint import CHECKPOINT_TABLE, Checkpoint
 from sharestate.io.files import detect_format, local_path, session_settings
 from sharestate.io.store import TableStore, is_local
 from sharestate.job.arrivals import Arrivals, read_arrivals
@@ -301,17 +301,15 @@ def _apply(
         delivery_count_limit=config.delivery_count_limit,
         records=new.state_decoded.records,
         backfill_positions=new.share_state.backfill_positions,
+        backfilled_rows=new.share_state.backfill,
         stored_state=cache.keep(store.read("share_partition_state"), StorageLevel.MEMORY_AND_DISK),
-        # Every share-partition's placements: the pruning cut-off and the wrong-partition
-        # check read them all (a local relation where the output is local).
-        stored_placements=store.read(PLACEMENTS_TABLE),
         group_records=new.groups_decoded.records if new.groups_decoded is not None else None,
         written=written,
     )
     split_keys(increment)
     replay_increment(increment)
     log.info("replayed the touched share-partitions in %.1f s", time.monotonic() - started)
-    quarantine = increment.keep(new.quarantine())
+    quarantine = increment.quarantine = increment.keep(new.quarantine())
 
     def audit_tables() -> AuditTables:
         # pruning_cutoff and findings read the placements (from the segments' step) and

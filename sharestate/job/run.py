@@ -17,10 +17,11 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sharestate.audits import exported_positions, position_extents, quarantine_kinds
+from sharestate.audits import exported_positions, gaps_arrow, position_extents, quarantine_kinds
 from sharestate.errors import InputError
 from sharestate.io.changes import ExportFiles
 from sharestate.io.checkpoint import (
@@ -366,7 +367,7 @@ def _count_new_rows(new: NewInputs, increment: Increment, checkpoint: Checkpoint
             lambda: _latest_group_record(
                 checkpoint.totals.get("consumer_offsets_end"), increment.group_records
             ),
-            lambda: _extents_after(new, checkpoint),
+            lambda: _extents_after(new, increment, checkpoint),
         ]
     )
     return _CountedBeside(summary, extents, latest_group_record)
@@ -406,18 +407,32 @@ def _incremental_summary(
     return summary, totals, counted.extents
 
 
-def _extents_after(new: NewInputs, checkpoint: Checkpoint) -> dict[str, dict[int, Extent]]:
-    """The exported extents of each input: the checkpoint's widened by this run's rows."""
+def _extents_after(
+    new: NewInputs, increment: Increment, checkpoint: Checkpoint
+) -> dict[str, dict[int, Extent]]:
+    """The exported extents of each input: the checkpoint's widened by this run's rows
+    (those of `__share_group_state` from its positions on the driver)."""
     extents = {source: dict(parts) for source, parts in checkpoint.extents.items()}
-    quarantine = new.quarantine()
-    new_records = {"share_state": new.state_decoded.records}
+    found = {"share_state": _arrow_extents(increment.share_state_positions())}
     if new.groups_decoded is not None:
-        new_records["consumer_offsets"] = new.groups_decoded.records
-    for source, records in new_records.items():
-        for partition, extent in _position_extents(records, quarantine, source).items():
+        found["consumer_offsets"] = _position_extents(
+            new.groups_decoded.records, new.quarantine(), "consumer_offsets"
+        )
+    for source, parts in found.items():
+        for partition, extent in parts.items():
             before = extents.setdefault(source, {}).get(partition)
             extents[source][partition] = extent if before is None else before.widened(extent)
     return extents
+
+
+def _arrow_extents(positions: pa.Table) -> dict[int, Extent]:
+    """Per partition of `positions` on the driver: the extent of its positions."""
+    return {
+        int(row["source_partition"]): Extent(
+            int(row["first_offset"]), int(row["last_offset"]), int(row["rows"])
+        )
+        for row in gaps_arrow.position_extents(positions).to_pylist()
+    }
 
 
 def _latest_group_record(stored: str | None, group_records: DataFrame | None) -> str | None:

@@ -24,7 +24,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql import types as T
 
 from sharestate import audits
-from sharestate.audits import ranges_arrow
+from sharestate.audits import pruning_arrow, ranges_arrow
 from sharestate.audits.findings import (
     FINDINGS_SCHEMA,
     RULES,
@@ -39,6 +39,7 @@ from sharestate.decode.columns import GROUP_RECORD_FIELDS, KEY, LOG_ORDER
 from sharestate.decode.spark import spark_type
 from sharestate.errors import InputSchemaError, InvalidConfigError
 from sharestate.io import read_end_offsets
+from sharestate.io.store import arrow_frame
 from sharestate.job.config import JobConfig, parse_span
 from sharestate.job.pipeline import compute
 from sharestate.kafka.partitioning import state_topic_partition
@@ -665,22 +666,33 @@ def test_carried_pruning_cutoff_counts_records_before_it_from_the_gaps(
     old_history = history.filter(sf.col("source_offset") < boundary)
     new_history = history.filter(sf.col("source_offset") >= boundary)
     stored = audits.pruning_cutoff(placements(old_history), old_history.select(*LOG_ORDER))
-    gaps = share_state_gap(positions)
-    carried = audits.carried_pruning_cutoff(
+    gaps = share_state_gap(positions).select(
+        "source_partition",
+        sf.col("source_offset").alias("_from"),
+        (sf.col("source_offset") + sf.col("affected") - 1).alias("_to"),
+    )
+    carried = pruning_arrow.carried_pruning_cutoff(
         audits.share_partition_placements(
             audits.share_partition_segments(
                 new_history, audits.share_partition_segments(old_history)
             )
-        ),
-        stored,
-        new_history.select(*LOG_ORDER),
-        gaps,
+        ).toArrow(),
+        stored.toArrow(),
+        new_history.select(*LOG_ORDER).toArrow(),
+        gaps.toArrow(),
     )
     expected = {r.source_partition: r.asDict() for r in whole.collect()}
     assert expected[0]["cutoff_offset"] == 65  # b's latest snapshot, below a's (80)
     assert expected[0]["records_before_cutoff"] == 65 - 5  # 5, 6, 50, 59, 60 are missing
     assert expected[1]["cutoff_offset"] is None and expected[1]["records_before_cutoff"] == 0
-    assert {r.source_partition: r.asDict() for r in carried.collect()} == expected
+    assert {r["source_partition"]: r for r in _as_spark_rows(carried)} == expected
+
+
+def _as_spark_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """Arrow rows with timestamps as Spark collects them (naive, in the session's zone)."""
+    spark = SparkSession.getActiveSession()
+    assert spark is not None
+    return [r.asDict() for r in arrow_frame(spark, table).collect()]
 
 
 @pytest.mark.spark
