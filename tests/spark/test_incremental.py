@@ -28,6 +28,7 @@ from sharestate.audits.findings import PER_SHARE_PARTITION_RULES, FindingRule
 from sharestate.io import store as store_module
 from sharestate.io.lock import OutputLockedError, output_lock
 from sharestate.job import cli
+from sharestate.job import increment as increment_module
 from sharestate.job.config import JobConfig
 from sharestate.job.run import main
 from sharestate.kafka.records import decode_share_state
@@ -231,6 +232,56 @@ def test_findings_of_untouched_share_partitions_are_carried(
         if (row.group_id, row.topic_id, row.partition) not in touched
     ]
     assert carried, "no per-share-partition finding of an untouched share-partition"
+
+
+@pytest.mark.spark
+def test_a_share_partition_on_two_state_topic_partitions_is_replayed_again(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The busiest share-partition's later records are on a lower state-topic partition (as
+    # after the topic's partition count changed), and the second run brings more of them:
+    # in log order they come before its stored records on its first partition, so going on
+    # from the stored state would give another history than a full run.
+    state, offsets = generate(
+        SampleSpec(records=1_500, share_partitions=48, records_per_snapshot=4, seed=11)
+    )
+    keys = [bytes(k) for k in state.column("key").to_pylist()]
+    rows = [i for i, k in enumerate(keys) if k == Counter(keys).most_common(1)[0][0]]
+    later = rows[len(rows) // 2 :]
+    home = state.column("partition")[rows[0]].as_py()
+    lower = min(set(state.column("partition").to_pylist()) - {home})
+    assert lower < home
+    top = max(o for p, o in _positions(state) if p == lower)
+    moved = state.take(later)
+    fields = moved.schema
+    moved = moved.set_column(
+        fields.get_field_index("partition"),
+        "partition",
+        pa.array([lower] * moved.num_rows, fields.field("partition").type),
+    ).set_column(
+        fields.get_field_index("offset"),
+        "offset",
+        pa.array(range(top + 1, top + 1 + moved.num_rows), fields.field("offset").type),
+    )
+    stays = pa.array([i not in set(later) for i in range(state.num_rows)])
+    half = moved.num_rows // 2
+    export, output = tmp_path / "export", tmp_path / "incremental"
+    _write(export / "o", "all.parquet", offsets)
+    _write(export / "s", "first.parquet", pa.concat_tables([state.filter(stays), moved[:half]]))
+    _run(spark, export, output, "incremental")
+    _write(export / "s", "moved.parquet", moved[half:])
+    split = increment_module.split_keys
+    again: list[int] = []
+
+    def counted(increment: Any) -> None:
+        split(increment)
+        again.append(increment.again_count)
+
+    monkeypatch.setattr("sharestate.job.incremental.split_keys", counted)
+    assert _run(spark, export, output, "incremental")["mode"] == "incremental"
+    assert again == [1]
+    _run(spark, export, tmp_path / "full", "full")
+    _assert_same_tables(output, tmp_path / "full")
 
 
 def _codes(spark: SparkSession, output: Path, rules: Sequence[FindingRule[Any]]) -> set[str]:
