@@ -65,7 +65,7 @@ def _gaps(increment: Increment, stored_findings: DataFrame, checkpoint: Checkpoi
         increment.share_state_positions(),
         pa.table(
             {
-                "source_partition": [p for p in extents],
+                "source_partition": list(extents),
                 "rows": [e.rows for e in extents.values()],
                 "first_offset": [e.first for e in extents.values()],
                 "last_offset": [e.last for e in extents.values()],
