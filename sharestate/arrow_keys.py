@@ -39,6 +39,11 @@ def distinct_keys(table: pa.Table, on: Sequence[str]) -> pa.Table:
     return table.select(list(on)).group_by(list(on), use_threads=False).aggregate([])
 
 
+def take_indices(rows: np.ndarray) -> pa.Array:
+    """Row numbers for `take`, -1 as null: a null index takes a null (a missing row)."""
+    return pa.array(rows, type=pa.int64(), mask=rows < 0)
+
+
 class KeyGroups:
     """The rows of a table in groups of equal `keys` (the segments', the placements', the
     archived ranges' rolled up on the driver): `order` sorts the rows by the keys (and,

@@ -15,7 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sharestate.arrow_keys import KeyGroups
+from sharestate.arrow_keys import KeyGroups, take_indices
+from sharestate.audits.gaps_arrow import position_extents
 from sharestate.audits.segments_arrow import PLACEMENTS_SCHEMA
 from sharestate.kafka.constants import SNAPSHOT, TOMBSTONE
 
@@ -39,8 +40,6 @@ PRUNING_SCHEMA: Final = pa.schema(
         pa.field("last_exported_offset", pa.int64()),
     ]
 )
-#: The columns of the cut-off itself, per partition (`cutoffs`).
-_CUTOFF_COLUMNS: Final = PRUNING_SCHEMA.names[1:11]
 _PARTITION: Final = ["source_partition"]
 
 
@@ -64,8 +63,8 @@ def cutoffs(placements: pa.Table) -> pa.Table:
     # share-partition alone.
     held = groups.arg_min(pc.if_else(pa.array(tracked), event_offset, None))
     latest = groups.arg_max(event_offset)
-    chosen = event.take(_indices(np.where(held >= 0, held, latest)))
-    holder = placements.take(_indices(held))
+    chosen = event.take(take_indices(np.where(held >= 0, held, latest)))
+    holder = placements.take(take_indices(held))
     columns = {
         "source_partition": placements.column("source_partition").take(pa.array(groups.first)),
         "cutoff_offset": pc.struct_field(chosen, "source_offset"),
@@ -92,10 +91,9 @@ def carried_pruning_cutoff(
     `placements`: every share-partition's, after the run."""
     extents = _extents(stored, new_positions)
     found = cutoffs(placements)
-    joined = found.take(
-        _indices(_index_of(found.column("source_partition"), extents.column("source_partition")))
-    )
-    columns = {name: joined.column(name) for name in _CUTOFF_COLUMNS if name != "prunable"}
+    at = _index_of(found.column("source_partition"), extents.column("source_partition"))
+    joined = found.take(take_indices(at))
+    columns = {n: joined.column(n) for n in found.column_names if n != "source_partition"}
     for name in columns:
         if name.endswith("_share_partitions"):
             columns[name] = pc.fill_null(columns[name], 0)
@@ -112,11 +110,6 @@ def carried_pruning_cutoff(
     return pa.table({name: columns[name] for name in PRUNING_SCHEMA.names}).cast(PRUNING_SCHEMA)
 
 
-def _indices(rows: np.ndarray) -> pa.Array:
-    """Row numbers to `take`, -1 as null (a null row)."""
-    return pa.array(rows, pa.int64(), mask=rows < 0)
-
-
 def _flags(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """A boolean column as numpy, null as False (a count of `when(...)` skips nulls)."""
     return np.asarray(pc.fill_null(values, False).to_numpy(zero_copy_only=False), dtype=bool)
@@ -124,17 +117,6 @@ def _flags(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 def _extents(stored: pa.Table, new_positions: pa.Table) -> pa.Table:
     """Per partition: the exported records, first and last offset, stored and new."""
-    new = (
-        new_positions.group_by(_PARTITION, use_threads=False)
-        .aggregate([("source_offset", "count"), ("source_offset", "min"), ("source_offset", "max")])
-        .rename_columns(
-            {
-                "source_offset_count": "exported_records",
-                "source_offset_min": "first_exported_offset",
-                "source_offset_max": "last_exported_offset",
-            }
-        )
-    )
     names = [
         "source_partition",
         "exported_records",
@@ -142,7 +124,8 @@ def _extents(stored: pa.Table, new_positions: pa.Table) -> pa.Table:
         "last_exported_offset",
     ]
     types = pa.schema([PRUNING_SCHEMA.field(n) for n in names])
-    both = pa.concat_tables([stored.select(names).cast(types), new.select(names).cast(types)])
+    new = position_extents(new_positions).rename_columns(names)
+    both = pa.concat_tables([stored.select(names).cast(types), new.cast(types)])
     return (
         both.group_by(_PARTITION, use_threads=False)
         .aggregate(

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sharestate.arrow_keys import KeyGroups
+from sharestate.arrow_keys import KeyGroups, take_indices
 from sharestate.decode.columns import KEY
 from sharestate.kafka.constants import SNAPSHOT, TOMBSTONE, UPDATE
 
@@ -72,8 +72,7 @@ def _take(column: pa.Array | pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
     """`column`'s values at `rows`, null where a row is -1."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
-    # A null index takes a null.
-    return pc.take(column, pa.array(rows, type=pa.int64(), mask=rows < 0))
+    return pc.take(column, take_indices(rows))
 
 
 def _struct(
