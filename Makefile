@@ -10,7 +10,7 @@ OUT    := out
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SHARESTATE_JARS := $(abspath $(JARS))
 
-.PHONY: help setup run test test-slow test-jvm test-cluster lint fmt docs golden replay-corpus bench dist clean setup-kafka test-kafka
+.PHONY: help setup run test test-connect test-slow test-jvm test-cluster lint fmt docs golden replay-corpus bench dist clean setup-kafka test-kafka
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -18,7 +18,7 @@ help: ## list the targets
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,local]'
 	touch $@
 
 $(JARS)/.fetched: scripts/fetch_jars.sh
@@ -64,8 +64,15 @@ fmt: setup ## format with ruff
 docs: $(VENV)/.installed ## the documentation site (mkdocs, docs/) into site/; a broken link or missing page fails
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
-test: setup setup-kafka lint docs test-jvm ## lint, build the docs, the Java tests, then every test (golden files are committed; Maven fetches the Kafka broker once)
+test: setup setup-kafka lint docs test-jvm ## lint, build the docs, the Java tests, every test on a classic session, then the end-to-end tests on a local Spark Connect server (plain, and refusing caching and settings as serverless does)
 	$(PY) -m pytest -q
+	$(MAKE) --no-print-directory test-connect
+
+# The tests marked `connect` (and `serverless`) on a local Spark Connect server the tests
+# start (tests/support/connect_server.py): Spark's default settings, no JVM jar.
+test-connect: setup ## only the end-to-end tests on a local Spark Connect server (plain, then refusing caching and settings)
+	SHARESTATE_SESSION=connect $(PY) -m pytest -q -m connect
+	SHARESTATE_SESSION=serverless $(PY) -m pytest -q -m serverless
 
 # The slower variants of tests `make test` runs (--as-of twice more, Parquet output after a
 # failure, duplicated exports through the whole job): `make test` skips them, saying so.
@@ -96,11 +103,12 @@ test-kafka: setup setup-kafka ## only the real-broker tests, including the slow 
 replay-corpus: ## regenerate tests/kafka/replay_corpus/ with Kafka's own ShareCoordinatorShard (needs Maven and Java 17)
 	bash tests/kafka/kafka_harness/generate_replay_corpus.sh
 
-bench: setup ## decode (N=2000000), replay (R=10000000 records, S=20000 share-partitions; half and double too), the whole job, incremental runs (R and R/4 histories)
+bench: setup ## decode (N=2000000), replay (R=10000000 records, S=20000 share-partitions; half and double too), the whole job, incremental runs (R and R/4 histories), the job on classic and Spark Connect sessions (1M records)
 	$(PY) bench/bench_decode.py --records $${N:-2000000}
 	$(PY) bench/bench_replay.py --records $${R:-10000000} --share-partitions $${S:-20000}
 	$(PY) bench/bench_job.py --records $${R:-10000000} --share-partitions $${S:-20000}
 	$(PY) bench/bench_incremental.py --records $${R:-10000000} --share-partitions $${S:-20000}
+	$(PY) bench/bench_sessions.py
 
 dist: setup ## dist/sharestate.zip for spark-submit --py-files
 	mkdir -p dist

@@ -5,7 +5,9 @@
         jobs/replay_share_state.py --share-state PATH [--consumer-offsets PATH] --output DIR
 
 (the whole command, with the jars named: README, and docs/running.md). Master, packages and
-jars come from spark-submit (`--master`, `--jars`, `--conf`), never from here. The session
+jars come from spark-submit (`--master`, `--jars`, `--conf`), never from here. With
+`--remote sc://HOST:PORT` (or the SPARK_REMOTE variable) the script runs on that Spark
+Connect server instead, with plain `python` (no spark-submit). The session
 gets Delta's two session settings when Delta's jar is there and they are not set, no
 progress bar and Spark's log at WARN unless set (`sharestate.job.launch`). Option and input
 errors print one line and exit with code 2.
@@ -16,7 +18,7 @@ from __future__ import annotations
 import sys
 
 from sharestate.job import launch
-from sharestate.job.options import parse_args
+from sharestate.job.options import parse_args_and_remote
 
 
 def run(argv: list[str]) -> int:
@@ -25,8 +27,12 @@ def run(argv: list[str]) -> int:
     def work() -> None:
         from sharestate.job import main
 
-        config = parse_args(argv)
-        spark = launch.submitted_session("sharestate-replay")
+        config, remote = parse_args_and_remote(argv)
+        url = launch.remote_url(remote)
+        if url is not None:
+            spark = launch.remote_session(url)
+        else:
+            spark = launch.submitted_session("sharestate-replay")
         launch.quiet_console(spark)
         main(spark, config)
 

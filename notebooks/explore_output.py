@@ -59,9 +59,12 @@ from matplotlib.ticker import MaxNLocator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-# On Databricks (or wherever a session exists) use it; else start a local one configured
-# like `make run` (conf/spark-job.conf, conf/spark-local.conf and the Delta jars in .jars/).
+# On Databricks (or wherever a session exists) use it; with SPARK_REMOTE set, the Spark
+# Connect server it names; else start a local one configured like `make run`
+# (conf/spark-job.conf, conf/spark-local.conf and the Delta jars in .jars/).
 spark = SparkSession.getActiveSession()
+if spark is None and os.environ.get("SPARK_REMOTE"):
+    spark = SparkSession.builder.remote(os.environ["SPARK_REMOTE"]).getOrCreate()
 if spark is None:
     from sharestate.job.session import JOB_SPARK_CONF, local_session, spark_conf_files
 
@@ -129,7 +132,9 @@ def load_table(name: str) -> DataFrame | None:
             reader = spark.read.format(fmt)
             if fmt == "delta" and name in VERSIONS:
                 reader = reader.option("versionAsOf", VERSIONS[name])
-            return reader.load(path)
+            table = reader.load(path)
+            table.schema  # noqa: B018 - resolved here: a Spark Connect session analyses lazily
+            return table
         except Exception as err:  # AnalysisException; a Py4J error when Delta is not installed
             message = str(err).strip() or type(err).__name__
             # Without Delta, a Delta table read as Parquet would show stale files too.

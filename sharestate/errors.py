@@ -2,6 +2,8 @@
 
 `SharestateError` is the root. Errors in what the user asked for (options, inputs) are
 `UsageError`s: the command line prints their message as one line and exits with code 2.
+A run that fails for a reason the user can act on outside the options (the driver out of
+memory) is a `RunFailed`: one line, exit code 1, the trace in a log file the line names.
 `DecodeError` never escapes a run: it becomes a row in `quarantine` with its message.
 """
 
@@ -30,6 +32,10 @@ class InputSchemaError(InputError):
 
 class SparkSetupError(UsageError):
     """The Spark session lacks something the run needs (e.g. Delta Lake's jar)."""
+
+
+class RunFailed(SharestateError):
+    """A run stopped for a reason its message says in one line, with what to change."""
 
 
 class DecodeError(SharestateError):

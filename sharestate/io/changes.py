@@ -8,8 +8,8 @@ footer and grows with the export. The rows of a new file can still lie below the
 checkpoint (a late file, a re-export of a lost range): the run tells those apart.
 
 * Parquet folder: its files as Spark lists them (recursively, without names starting with
-  `_` or `.`), with size and modification time where the file system is local, so a file
-  rewritten in place counts as new.
+  `_` or `.`), with size and modification time, so a file rewritten in place counts as new
+  (a local folder through `os`, any other through Spark's binary-file source).
 * Delta table on the local file system: its version; the files new since a version are the
   `add` actions of the commits after it. A commit that removes data files (a rewrite, a
   delete) or uses deletion vectors, a log cleaned of the commits needed, or a table with
@@ -31,7 +31,8 @@ from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 
-from sharestate.io.files import hadoop_file_system, local_path
+from sharestate.backend import backend
+from sharestate.io.files import local_path
 
 PARQUET: Final = "parquet"
 DELTA: Final = "delta"
@@ -89,30 +90,23 @@ def _list_local_parquet(root: str) -> dict[str, list[int]]:
     return files
 
 
-def _list_hadoop_parquet(spark: SparkSession, root: str) -> dict[str, list[int]]:
-    # One JVM call returns every path: a py4j round trip per file would cost more than the
-    # listing itself on a large export.
-    fs, make_path = hadoop_file_system(spark, root)
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    statuses = fs.listStatus(make_path(root))
-    paths = jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(statuses)
-    pending = [str(p) for p in jvm.java.util.Arrays.asList(paths).toArray()]
-    files: dict[str, list[int]] = {}
-    while pending:
-        current = pending.pop()
-        name = current.rstrip("/").rsplit("/", 1)[-1]
-        if _hidden(name):
-            continue
-        status = fs.getFileStatus(make_path(current))
-        if status.isDirectory():
-            children = jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(
-                fs.listStatus(make_path(current))
-            )
-            pending.extend(str(p) for p in jvm.java.util.Arrays.asList(children).toArray())
-        else:
-            files[current] = [-1, -1]
-    return files
+def _list_parquet_through_spark(spark: SparkSession, root: str) -> dict[str, list[int]]:
+    """The export's files as Spark lists them (any Hadoop file system, any session): the
+    binary-file source's path, size and modification time, without reading a byte of
+    content (the source reads it only when its `content` column is asked for)."""
+    listing = (
+        spark.read.format("binaryFile")
+        .option("recursiveFileLookup", "true")
+        .load(root)
+        .select("path", "length", "modificationTime")
+    )
+    return {
+        str(row["path"]): [
+            int(row["length"]),
+            int(row["modificationTime"].timestamp() * 1000),
+        ]
+        for row in listing.collect()
+    }
 
 
 def _local_delta_version(root: str) -> int | None:
@@ -127,10 +121,12 @@ def list_export(path: str, fmt: str, spark: SparkSession | None = None) -> Expor
     """What the export at `path` (format `fmt`: parquet, delta or kafka) holds now. Without
     `spark`, only a local export can be listed (else: untracked)."""
     local = urlparse(path).scheme in ("", "file")
+    if spark is not None:
+        local = backend(spark).is_local(path)
     if fmt == PARQUET and local:
         return ExportFiles(PARQUET, _list_local_parquet(path))
     if fmt == PARQUET and spark is not None:
-        return ExportFiles(PARQUET, _list_hadoop_parquet(spark, path))
+        return ExportFiles(PARQUET, _list_parquet_through_spark(spark, path))
     if fmt == DELTA and local:
         return ExportFiles(DELTA, version=_local_delta_version(path))
     return ExportFiles(UNTRACKED)

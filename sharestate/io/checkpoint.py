@@ -189,7 +189,7 @@ def read_checkpoint(spark: SparkSession | None, output: str) -> Checkpoint | Non
     path = f"{output.rstrip('/')}/{CHECKPOINT_TABLE}"
     from sharestate.io.store import is_local
 
-    if is_local(output):
+    if is_local(output, spark):
         folder = os.path.abspath(local_path(path))
         if not os.path.isdir(os.path.join(folder, "_delta_log")):
             return None

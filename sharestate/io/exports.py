@@ -7,15 +7,15 @@ rows (at-least-once): `count_rows` counts them and `deduplicate` drops them.
 
 Spark's Kafka source (the consumer-based offset reader the job needs for internal topics)
 polls an unreachable address, or a topic the cluster lacks, without end: `wait_for_topic`
-asks the cluster for the topic first, through a Kafka admin client in the driver's JVM,
-within a deadline (--kafka-timeout), so that a wrong address costs that deadline and one
-line.
+asks the cluster for the topic first, with Kafka's protocol from this process
+(`sharestate.kafka.admin`), within a deadline (--kafka-timeout), so that a wrong address
+costs that deadline and one line.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 from urllib.parse import urlparse
 
 from pyspark.errors import AnalysisException
@@ -23,10 +23,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sharestate.backend import refused
 from sharestate.errors import InputError, InputSchemaError, SparkSetupError
 from sharestate.io.files import (
     DELTA_MISSING,
     detect_format,
+    first_line,
     folder_hint,
     is_missing_source,
     session_settings,
@@ -59,8 +61,6 @@ ROW_IDENTITY: Final = ("topic", "partition", "offset")
 KAFKA_OFFSET_FETCHING_CONF: Final = "spark.sql.streaming.kafka.useDeprecatedOffsetFetching"
 #: How long a kafka:// input's broker has to answer when the caller gives no --kafka-timeout.
 KAFKA_TIMEOUT_SECONDS: Final = 60.0
-#: Where the admin client is: on the classpath with Spark's Kafka source.
-_ADMIN_CLIENT: Final = "org.apache.kafka.clients.admin.AdminClient"
 
 
 @dataclass(frozen=True)
@@ -114,16 +114,6 @@ def check_schema(df: DataFrame, what: str, path: str) -> DataFrame:
     return df
 
 
-def _cause_chain(err: BaseException) -> list[str]:
-    """The Java exception's class names, outermost first, and their messages."""
-    java: Any = getattr(err, "java_exception", None)
-    chain = []
-    while java is not None:
-        chain.append(f"{java.getClass().getName()}: {java.getMessage()}")
-        java = java.getCause()
-    return chain
-
-
 def kafka_bootstrap(uri: str) -> str:
     """The bootstrap servers of a `kafka://HOST:PORT[,HOST:PORT...]` input."""
     parsed = urlparse(uri)
@@ -134,37 +124,29 @@ def kafka_bootstrap(uri: str) -> str:
 
 def wait_for_topic(spark: SparkSession, uri: str, topic: str, timeout_seconds: float) -> None:
     """Return when the cluster of the `kafka://` input `uri` describes `topic`; else an
-    `InputError` naming the address, after at most `timeout_seconds` (--kafka-timeout)."""
+    `InputError` naming the address, after at most `timeout_seconds` (--kafka-timeout).
+    Asked from this process with Kafka's own protocol (`sharestate.kafka.admin`: no JVM,
+    so a Spark Connect session asks the same way)."""
+    from sharestate.kafka.admin import (
+        KafkaAdminError,
+        KafkaUnreachableError,
+        UnknownTopicError,
+        describe_topic,
+    )
+
     bootstrap = kafka_bootstrap(uri)
-    jvm: Any = spark.sparkContext._jvm
-    if not jvm.org.apache.spark.util.Utils.classIsLoadable(_ADMIN_CLIENT):
-        return  # no Kafka client: Spark's own read names the missing Kafka source
-    millis = max(1, int(timeout_seconds * 1000))
-    settings = jvm.java.util.Properties()
-    settings.setProperty("bootstrap.servers", bootstrap)
-    settings.setProperty("default.api.timeout.ms", str(millis))
-    settings.setProperty("request.timeout.ms", str(min(millis, 30_000)))
-    admin = jvm.org.apache.kafka.clients.admin.AdminClient.create(settings)
     try:
-        described = admin.describeTopics(jvm.java.util.Collections.singletonList(topic))
-        described.allTopicNames().get(millis, jvm.java.util.concurrent.TimeUnit.MILLISECONDS)
-    except Exception as err:
-        chain = _cause_chain(err)
-        if any("UnknownTopicOrPartitionException" in link for link in chain):
-            raise InputError(
-                f"{uri}: the Kafka cluster at {bootstrap} has no topic {topic}"
-            ) from None
-        if not chain:
-            raise
-        if any("TimeoutException" in link.split(":")[0] for link in chain):
-            raise InputError(
-                f"{uri}: no Kafka broker answered at {bootstrap} within "
-                f"{timeout_seconds:g} s (--kafka-timeout); check the address and that the "
-                "broker is up and reachable from here"
-            ) from None
-        raise InputError(f"{uri}: cannot reach topic {topic} at {bootstrap}: {chain[-1]}") from None
-    finally:
-        admin.close(jvm.java.time.Duration.ofSeconds(1))
+        describe_topic(bootstrap, topic, timeout_seconds)
+    except UnknownTopicError:
+        raise InputError(f"{uri}: the Kafka cluster at {bootstrap} has no topic {topic}") from None
+    except KafkaUnreachableError:
+        raise InputError(
+            f"{uri}: no Kafka broker answered at {bootstrap} within "
+            f"{timeout_seconds:g} s (--kafka-timeout); check the address and that the "
+            "broker is up and reachable from here"
+        ) from None
+    except KafkaAdminError as err:
+        raise InputError(f"{uri}: cannot reach topic {topic} at {bootstrap}: {err}") from None
 
 
 def _read_kafka(spark: SparkSession, uri: str, topic: str, timeout_seconds: float) -> DataFrame:
@@ -173,9 +155,10 @@ def _read_kafka(spark: SparkSession, uri: str, topic: str, timeout_seconds: floa
     # Spark reads the setting when the offsets are fetched, i.e. at each action; the read is
     # therefore materialised here, under the setting, which also pins one snapshot of the topic
     # ("latest" would otherwise be re-resolved by every action of the run).
-    with session_settings(spark, {KAFKA_OFFSET_FETCHING_CONF: "true"}):
+    needed = f"{uri}: Spark's Kafka source reads an internal topic only with"
+    with session_settings(spark, {KAFKA_OFFSET_FETCHING_CONF: "true"}, required=needed):
         try:
-            return (
+            rows = (
                 spark.read.format("kafka")
                 .option("kafka.bootstrap.servers", bootstrap)
                 .option("subscribe", topic)
@@ -185,9 +168,15 @@ def _read_kafka(spark: SparkSession, uri: str, topic: str, timeout_seconds: floa
                 .option("kafka.isolation.level", "read_committed")
                 .option("includeHeaders", "true")
                 .load()
-                .localCheckpoint(eager=True)
             )
+            return rows.localCheckpoint(eager=True)
         except AnalysisException as err:
+            if refused(err):
+                raise SparkSetupError(
+                    f"{uri}: this session refuses local checkpoints ({first_line(err)}), "
+                    "which pin one read of the topic for the whole run; export the topic to "
+                    "a table (Parquet or Delta) and give its path"
+                ) from None
             raise InputError(
                 f"{uri}: cannot read topic {topic} through Spark's Kafka source: {err}"
             ) from None

@@ -1,24 +1,30 @@
-"""What the input checks ask of a file system, and Spark's errors about files.
+"""What the input checks and the output's writes ask of a file system, and Spark's errors
+about files.
 
-Local paths go through `os`, others through Hadoop's FileSystem (classic Spark). A path
-inside a Delta table is refused with the table's path; a file Spark cannot read becomes one
-line naming the file, the option and the reason.
+`file_system(spark, path)` is the one way to a file system: `os` where the path is local to
+this process and to Spark (`sharestate.backend.Backend.is_local`), Hadoop's FileSystem on a
+classic session, and nothing on a Spark Connect session for a path only Spark reaches (the
+callers then go through Spark's own sources, or refuse what needs renames before any work).
+A path inside a Delta table is refused with the table's path; a file Spark cannot read
+becomes one line naming the file, the option and the reason.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 from urllib.parse import urlparse
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
-from sharestate.errors import InputError
+from sharestate.backend import backend, refused, say_once
+from sharestate.errors import InputError, SparkSetupError
 
 #: How many sub-folders a hint names.
 _HINTED_FOLDERS: Final = 3
@@ -36,12 +42,102 @@ def is_missing_source(err: Exception, fmt: str) -> bool:
     return "DATA_SOURCE_NOT_FOUND" in text or f"Failed to find the data source: {fmt}" in text
 
 
-def hadoop_file_system(spark: SparkSession, path: str) -> tuple[Any, Any]:
-    """Hadoop's FileSystem for `path`, and a factory of its Path objects."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    make_path = jvm.org.apache.hadoop.fs.Path
-    return make_path(path).getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), make_path
+class FileSystem(Protocol):
+    """The file operations the job needs beyond Spark's readers and writers."""
+
+    def exists(self, path: str) -> bool: ...
+    def is_file(self, path: str) -> bool: ...
+    def delete(self, path: str) -> None: ...
+    def rename(self, source: str, target: str) -> bool: ...
+    def folders(self, path: str) -> list[str]: ...
+    def files(self, path: str) -> list[str]: ...
+
+
+class LocalFileSystem:
+    """A local path, through `os`."""
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(local_path(path))
+
+    def is_file(self, path: str) -> bool:
+        return os.path.isfile(local_path(path))
+
+    def delete(self, path: str) -> None:
+        local = local_path(path)
+        if os.path.isdir(local) and not os.path.islink(local):
+            shutil.rmtree(local)
+        elif os.path.lexists(local):
+            os.remove(local)
+
+    def rename(self, source: str, target: str) -> bool:
+        try:
+            os.rename(local_path(source), local_path(target))
+        except OSError:
+            return False
+        return True
+
+    def folders(self, path: str) -> list[str]:
+        local = local_path(path)
+        if not os.path.isdir(local):
+            return []
+        return sorted(
+            os.path.join(path, name)
+            for name in os.listdir(local)
+            if os.path.isdir(os.path.join(local, name))
+        )
+
+    def files(self, path: str) -> list[str]:
+        local = local_path(path)
+        return [n for n in os.listdir(local) if os.path.isfile(os.path.join(local, n))]
+
+
+class HadoopFileSystem:
+    """A path of any Hadoop file system, through the classic session's JVM."""
+
+    def __init__(self, fs: Any, make_path: Any) -> None:
+        self._fs, self._path = fs, make_path
+
+    def exists(self, path: str) -> bool:
+        return bool(self._fs.exists(self._path(path)))
+
+    def is_file(self, path: str) -> bool:
+        return self.exists(path) and bool(self._fs.getFileStatus(self._path(path)).isFile())
+
+    def delete(self, path: str) -> None:
+        self._fs.delete(self._path(path), True)
+
+    def rename(self, source: str, target: str) -> bool:
+        return bool(self._fs.rename(self._path(source), self._path(target)))
+
+    def folders(self, path: str) -> list[str]:
+        statuses = self._fs.listStatus(self._path(path))
+        return sorted(str(status.getPath()) for status in statuses if status.isDirectory())
+
+    def files(self, path: str) -> list[str]:
+        statuses = self._fs.listStatus(self._path(path))
+        return [status.getPath().getName() for status in statuses if status.isFile()]
+
+    def read_text(self, path: str) -> str:
+        stream = self._fs.open(self._path(path))
+        try:
+            chunks = []
+            buffer = bytearray(65536)
+            while (count := stream.read(buffer)) > 0:
+                chunks.append(bytes(buffer[:count]))
+        finally:
+            stream.close()
+        return b"".join(chunks).decode("utf-8")
+
+
+def file_system(spark: SparkSession, path: str) -> FileSystem | None:
+    """The file system of `path` as this process can reach it: `os` for a local path
+    Spark sees too, Hadoop's through a classic session's JVM, else None (Spark Connect and
+    a path only the server reaches)."""
+    reach = backend(spark)
+    if reach.is_local(path):
+        return LocalFileSystem()
+    hadoop = reach.hadoop_file_system(path)
+    return HadoopFileSystem(*hadoop) if hadoop is not None else None
 
 
 def local_path(path: str) -> str:
@@ -52,50 +148,33 @@ def local_path(path: str) -> str:
 
 class Folders:
     """What the input checks ask of a file system: whether a path exists, and a folder's
-    entries. Local paths through `os`, others through Hadoop's FileSystem (classic Spark);
-    with neither (Spark Connect and a remote path) `usable` is False."""
+    entries (`file_system`); with none (Spark Connect and a path only the server reaches)
+    `usable` is False."""
 
     def __init__(self, spark: SparkSession, path: str) -> None:
-        parsed = urlparse(path)
-        self.local = parsed.scheme in ("", "file")
-        self._fs: Any = None
-        self._path: Any = None
-        if not self.local:
-            try:
-                self._fs, self._path = hadoop_file_system(spark, path)
-            except Exception:  # Spark Connect has no JVM handle
-                self._fs = None
+        try:
+            self._fs = file_system(spark, path)
+        except Exception:  # no file system for the scheme: Spark says so when it reads
+            self._fs = None
 
     @property
     def usable(self) -> bool:
-        return self.local or self._fs is not None
+        return self._fs is not None
+
+    def _reach(self) -> FileSystem:
+        assert self._fs is not None
+        return self._fs
 
     def exists(self, path: str) -> bool:
-        if self.local:
-            return os.path.exists(local_path(path))
-        return bool(self._fs.exists(self._path(path)))
+        return self._reach().exists(path)
 
     def folders(self, path: str) -> list[str]:
         """The sub-folders of `path`, as paths, sorted."""
-        if self.local:
-            local = local_path(path)
-            if not os.path.isdir(local):
-                return []
-            return sorted(
-                os.path.join(path, name)
-                for name in os.listdir(local)
-                if os.path.isdir(os.path.join(local, name))
-            )
-        statuses = self._fs.listStatus(self._path(path))
-        return sorted(str(status.getPath()) for status in statuses if status.isDirectory())
+        return self._reach().folders(path)
 
     def files(self, path: str) -> list[str]:
         """The names of the files directly in `path`."""
-        if self.local:
-            local = local_path(path)
-            return [n for n in os.listdir(local) if os.path.isfile(os.path.join(local, n))]
-        statuses = self._fs.listStatus(self._path(path))
-        return [status.getPath().getName() for status in statuses if status.isFile()]
+        return self._reach().files(path)
 
 
 def _parent(path: str) -> str | None:
@@ -241,12 +320,35 @@ def unreadable_files_named(inputs: Mapping[str, str | None]) -> Iterator[None]:
 
 
 @contextmanager
-def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+def session_settings(
+    spark: SparkSession, settings: Mapping[str, str], *, required: str | None = None
+) -> Iterator[None]:
     """Spark SQL `settings` for the block; the session's own values are back afterwards (a
-    notebook's session is the caller's)."""
-    before = {key: spark.conf.get(key, None) for key in settings}
+    notebook's session is the caller's). A setting the session refuses (Databricks
+    serverless allows a handful) is left as the session has it, and the log says so once:
+    the job sizes its own plans where it matters. `required`: the settings are needed, and
+    a refusal is a `SparkSetupError` that starts with this text."""
+    before: dict[str, str | None] = {}
     for key, value in settings.items():
-        spark.conf.set(key, value)
+        try:
+            earlier = spark.conf.get(key, None)
+            spark.conf.set(key, value)
+        except Exception as err:
+            if not refused(err):
+                raise
+            if required is not None:
+                raise SparkSetupError(
+                    f"{required} {key}={value}, which this session refuses to set "
+                    f"({first_line(err)})"
+                ) from None
+            say_once(
+                f"setting {key}",
+                "the session refuses the setting %s (%s): going on with its own value",
+                key,
+                first_line(err),
+            )
+            continue
+        before[key] = earlier
     try:
         yield
     finally:
@@ -255,3 +357,9 @@ def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterat
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, earlier)
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of `err`'s message (Spark's carry a JVM stack trace after it)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

@@ -35,8 +35,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sharestate.arrow_keys import rows_by_key
+from sharestate.backend import backend
 from sharestate.io.files import local_path
-from sharestate.io.tables import delta_table_sql, read_table
+from sharestate.io.tables import delta_table_sql, read_table, without_collations
 
 #: Rows above which a change goes through Spark's writer even for a local output: bringing
 #: them to the driver as Arrow would cost more than Spark's fixed cost per commit.
@@ -93,12 +94,21 @@ def arrow_frame(spark: SparkSession, table: pa.Table) -> DataFrame:
     driver, and a filter or projection of it runs no Spark job). Its chunks are combined
     first: PySpark 4.2.0's `createDataFrame` of an Arrow table drops every row after two
     consecutive empty record batches (batches of 0, 0 and 3 rows gave no row), and
-    concatenated, filtered or partition-read tables have such batches."""
+    concatenated, filtered or partition-read tables have such batches. An empty table is
+    given its schema (Spark Connect cannot infer one from no rows)."""
+    if table.num_rows == 0:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return spark.createDataFrame([], from_arrow_schema(table.schema))
     return spark.createDataFrame(table.combine_chunks())
 
 
-def is_local(path: str) -> bool:
-    """Whether `path` is on the local file system (a plain path or a `file:` URI)."""
+def is_local(path: str, spark: SparkSession | None = None) -> bool:
+    """Whether `path` is on the local file system (a plain path or a `file:` URI) and, with
+    `spark`, one that this process and the session's Spark both see
+    (`sharestate.backend.Backend.is_local`)."""
+    if spark is not None:
+        return backend(spark).is_local(path)
     return urlparse(path).scheme in ("", "file")
 
 
@@ -113,7 +123,7 @@ class TableStore:
         self.spark = spark
         self.output = output.rstrip("/")
         #: delta-rs commits where the output is local.
-        self.local = is_local(self.output)
+        self.local = is_local(self.output, spark)
         #: The version each table was first read at: a DataFrame Spark reads lazily would
         #: otherwise see this run's own later commits when it is computed.
         self._read_versions: dict[str, int] = {}
@@ -224,7 +234,7 @@ class TableStore:
         """Add `rows` to the table (one commit)."""
         self._forget(name)
         if self._through_spark(row_count):
-            rows.write.format("delta").mode("append").save(self.path(name))
+            without_collations(rows).write.format("delta").mode("append").save(self.path(name))
             return self._spark_change(name, "append")
         return self.append_arrow(name, rows.toArrow())
 
@@ -244,7 +254,8 @@ class TableStore:
         """Replace every row of the table with `rows` (one commit)."""
         self._forget(name)
         if self._through_spark(None):
-            rows.write.format("delta").mode("overwrite").save(self.path(name))
+            written = without_collations(rows).write.format("delta").mode("overwrite")
+            written.save(self.path(name))
             return self._spark_change(name, "overwrite")
         return self.overwrite_arrow(name, rows.toArrow())
 
@@ -277,17 +288,15 @@ class TableStore:
         condition = " AND ".join(f"t.`{c}` = s.`{c}`" for c in on) + f" AND s.{_OP} = 'delete'"
         insert = f"s.{_OP} = 'insert'"
         if self._through_spark(row_count):
-            from delta.tables import DeltaTable
-
-            target = DeltaTable.forPath(self.spark, self.path(name))
-            (
-                target.alias("t")
-                .merge(source.alias("s"), condition)
-                .whenMatchedDelete()
-                .whenNotMatchedInsert(
-                    condition=insert, values={c: F.col(f"s.`{c}`") for c in rows.columns}
-                )
-                .execute()
+            # SQL, not delta-spark's DeltaTable: over Spark Connect that needs Delta's
+            # Connect plugins on the server; MERGE INTO runs wherever Delta does.
+            columns = ", ".join(f"`{c}`" for c in rows.columns)
+            values = ", ".join(f"s.`{c}`" for c in rows.columns)
+            self.spark.sql(
+                f"MERGE INTO {delta_table_sql(self.path(name))} t USING {{source}} s"
+                f" ON {condition} WHEN MATCHED THEN DELETE"
+                f" WHEN NOT MATCHED AND {insert} THEN INSERT ({columns}) VALUES ({values})",
+                source=without_collations(source),
             )
             return self._spark_change(name, "replace")
         return self._replace_on_driver(name, stored, source.toArrow(), on)

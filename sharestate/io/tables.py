@@ -12,11 +12,15 @@ from urllib.parse import urlparse
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
+from sharestate.backend import is_connect
 from sharestate.errors import InputError, SparkSetupError
 from sharestate.io.files import (
     DELTA_MISSING,
-    hadoop_file_system,
+    FileSystem,
+    file_system,
     is_missing_source,
     session_settings,
 )
@@ -73,7 +77,7 @@ def write_table(
         raise ValueError("append and replace_where exclude each other")
     with parquet_timestamps_as_int64_micros(df.sparkSession):
         return _write_table(
-            df,
+            without_collations(df),
             path,
             output_format,
             replace_where,
@@ -126,22 +130,27 @@ def _previous_copy(path: str) -> str:
     return path.rstrip("/") + ".sharestate-old"
 
 
+def _reachable(spark: SparkSession, path: str) -> FileSystem:
+    files = file_system(spark, path)
+    if files is None:  # refused before any work (JobConfig.validate_for_run)
+        raise InputError(f"{path}: this session cannot reach the file system there")
+    return files
+
+
 def _write_parquet_swapped(df: DataFrame, path: str, keep_previous: bool) -> None:
-    spark = df.sparkSession
-    fs, make_path = hadoop_file_system(spark, path)
-    hadoop_path = make_path(path)
-    staged = make_path(path.rstrip("/") + ".sharestate-new")
-    retired = make_path(_previous_copy(path))
-    fs.delete(staged, True)
-    df.write.mode("overwrite").parquet(staged.toString())
-    fs.delete(retired, True)
-    if fs.exists(hadoop_path) and not fs.rename(hadoop_path, retired):
+    files = _reachable(df.sparkSession, path)
+    staged = path.rstrip("/") + ".sharestate-new"
+    retired = _previous_copy(path)
+    files.delete(staged)
+    df.write.mode("overwrite").parquet(staged)
+    files.delete(retired)
+    if files.exists(path) and not files.rename(path, retired):
         raise InputError(f"{path}: cannot move the previous table aside")
-    if not fs.rename(staged, hadoop_path):
-        fs.rename(retired, hadoop_path)
+    if not files.rename(staged, path):
+        files.rename(retired, path)
         raise InputError(f"{path}: cannot move the new table into place")
     if not keep_previous:
-        fs.delete(retired, True)
+        files.delete(retired)
 
 
 def keep_writes(spark: SparkSession, written: Mapping[str, Written], output_format: str) -> None:
@@ -150,30 +159,74 @@ def keep_writes(spark: SparkSession, written: Mapping[str, Written], output_form
     if output_format != "parquet":
         return
     for path in written:
-        fs, make_path = hadoop_file_system(spark, path)
-        fs.delete(make_path(_previous_copy(path)), True)
+        _reachable(spark, path).delete(_previous_copy(path))
 
 
 def undo_writes(spark: SparkSession, written: Mapping[str, Written], output_format: str) -> None:
     """Put back the tables a failed run replaced (path -> what it wrote there): a Delta table
     is restored to the version before the run's commit (a new commit, so the run's own stays
     in the history), a Parquet table gets its previous files back; a table the run created
-    is removed."""
+    is removed (where no file system is reachable, a Delta table the run created is emptied
+    instead, by a commit of no rows)."""
     for path, wrote in reversed(list(written.items())):
-        fs, make_path = hadoop_file_system(spark, path)
+        files = file_system(spark, path)
         if output_format == "delta":
             if wrote.version is None:
                 continue
             if wrote.version == 0:
-                fs.delete(make_path(path), True)
+                if files is not None:
+                    files.delete(path)
+                else:
+                    _empty_delta_table(spark, path)
                 continue
             table = delta_table_sql(path)
             spark.sql(f"RESTORE TABLE {table} TO VERSION AS OF {wrote.version - 1}")
             continue
-        previous = make_path(_previous_copy(path))
-        fs.delete(make_path(path), True)
-        if fs.exists(previous):
-            fs.rename(previous, make_path(path))
+        files = _reachable(spark, path)
+        previous = _previous_copy(path)
+        files.delete(path)
+        if files.exists(previous):
+            files.rename(previous, path)
+
+
+def _empty_delta_table(spark: SparkSession, path: str) -> None:
+    """Replace every row of the Delta table at `path` with none (one commit)."""
+    spark.sql(f"DELETE FROM {delta_table_sql(path)}")
+
+
+def without_collations(df: DataFrame) -> DataFrame:
+    """`df` with its string columns (nested ones too) of Spark's plain string type.
+
+    A Spark Connect client sends every string type with its collation named (UTF8_BINARY),
+    and the server (Spark 4.2, Delta 4.4) then writes `string collate UTF8_BINARY` into a
+    Delta table's schema, which readers without collation support (delta-rs, polars,
+    DuckDB) refuse; a cast that the server parses from SQL gives the plain type. Classic
+    sessions have the plain type already."""
+    if not is_connect(df.sparkSession):
+        return df
+    fields = df.schema.fields
+    if not any(_holds_strings(field.dataType) for field in fields):
+        return df
+    return df.select(
+        *[
+            F.expr(f"CAST(`{field.name}` AS {field.dataType.simpleString()})").alias(field.name)
+            if _holds_strings(field.dataType)
+            else F.col(f"`{field.name}`")
+            for field in fields
+        ]
+    )
+
+
+def _holds_strings(data_type: T.DataType) -> bool:
+    if isinstance(data_type, T.StringType):
+        return True
+    if isinstance(data_type, T.ArrayType):
+        return _holds_strings(data_type.elementType)
+    if isinstance(data_type, T.MapType):
+        return _holds_strings(data_type.keyType) or _holds_strings(data_type.valueType)
+    if isinstance(data_type, T.StructType):
+        return any(_holds_strings(field.dataType) for field in data_type.fields)
+    return False
 
 
 def read_table(
@@ -184,7 +237,9 @@ def read_table(
     if version is not None:
         reader = reader.option("versionAsOf", version)
     try:
-        return reader.load(path)
+        table = reader.load(path)
+        table.schema  # noqa: B018 - resolved now: Spark Connect analyses lazily
+        return table
     except AnalysisException as err:
         if (
             "PATH_NOT_FOUND" in str(err)

@@ -1,8 +1,14 @@
-"""What a run keeps in Spark until it is done, in one place, and its release."""
+"""What a run keeps in Spark until it is done, in one place, and its release.
+
+Caching is an accelerator: a session that refuses it (Databricks serverless refuses
+`persist`, `cache` and checkpoints) gets the DataFrame back as it was, which Spark computes
+again where it is read again, and the log says so once.
+"""
 
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -10,6 +16,8 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
 from sharestate import jvm
+from sharestate.backend import backend, refused, say_once
+from sharestate.io.files import first_line
 
 
 class CacheScope:
@@ -21,16 +29,42 @@ class CacheScope:
         self._held: list[DataFrame | jvm.Tee | _CheckpointBlocks] = []
 
     def keep(self, df: DataFrame, level: StorageLevel) -> DataFrame:
-        """Persist `df` at `level` until the release, and return it."""
-        persisted = df.persist(level)
+        """Persist `df` at `level` until the release, and return it (as it was, where the
+        session refuses to cache)."""
+        try:
+            persisted = df.persist(level)
+        except Exception as err:
+            if not refused(err):
+                raise
+            say_once(
+                "persist",
+                "the session refuses to cache results (%s): they are computed again where "
+                "they are read again",
+                first_line(err),
+            )
+            return df
         self._held.append(persisted)
         return persisted
 
-    def checkpoint(self, df: DataFrame) -> DataFrame:
+    def checkpoint(
+        self, df: DataFrame, instead: Callable[[], DataFrame] | None = None
+    ) -> DataFrame:
         """`df` computed now and kept in Spark's block manager, with its lineage cut
         (`localCheckpoint`): for a small result that later plans read many times. Kept until
-        the release."""
-        checkpointed = df.localCheckpoint(eager=True)
+        the release. Where the session refuses checkpoints, `instead()` (the same rows read
+        from where they were written), else `df` itself."""
+        try:
+            checkpointed = df.localCheckpoint(eager=True)
+        except Exception as err:
+            if not refused(err):
+                raise
+            say_once(
+                "localCheckpoint",
+                "the session refuses local checkpoints (%s): their results are computed "
+                "again where they are read again, or read where they were written",
+                first_line(err),
+            )
+            return instead() if instead is not None else df
         self._held.append(_CheckpointBlocks(checkpointed))
         return checkpointed
 
@@ -74,12 +108,16 @@ class CacheScope:
 
 
 class _CheckpointBlocks:
-    """The blocks of a `localCheckpoint`: `DataFrame.unpersist` does not free them (they
-    belong to the RDD under the checkpointed plan), so a run that did not free them would
-    leave them in the driver's memory until the session ends."""
+    """The blocks of a `localCheckpoint`: on a classic session `DataFrame.unpersist` does
+    not free them (they belong to the RDD under the checkpointed plan), so a run that did
+    not free them would leave them in the driver's memory until the session ends. A Spark
+    Connect server frees them itself once the client drops the DataFrame."""
 
     def __init__(self, checkpointed: DataFrame) -> None:
-        self._rdd: Any = checkpointed._jdf.logicalPlan().rdd()
+        self._rdd: Any = None
+        if backend(checkpointed.sparkSession).jvm is not None:
+            self._rdd = checkpointed._jdf.logicalPlan().rdd()
 
     def unpersist(self) -> None:
-        self._rdd.unpersist(False)
+        if self._rdd is not None:
+            self._rdd.unpersist(False)

@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from sharestate.job.options import add_replay_arguments, config_from_args
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from sharestate.job.config import JobConfig
     from sharestate.sample.exports import SampleSpec
 
 
@@ -108,7 +111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> NoReturn:
     """The `sharestate` command as a process (the console script, `python -m sharestate`):
-    `main`, then the process ends through `launch.exit_process`."""
+    `main`, then the process ends through `launch.exit_process`. On a Databricks runtime
+    (a Python wheel task calls this entry point inside the driver's own Python) the
+    process is not ended: `SystemExit` with the code, as the task expects."""
     from sharestate.job import launch
 
     try:
@@ -120,6 +125,8 @@ def run() -> NoReturn:
     except Exception:
         traceback.print_exc()
         code = 1
+    if launch.platform_session_expected():
+        sys.exit(code)
     launch.exit_process(code)
 
 
@@ -145,9 +152,21 @@ def _replay(args: argparse.Namespace) -> int:
     """The replay command: the output's lock, then (incremental) whether anything is new,
     both before Spark starts; then the job."""
     from sharestate.io.lock import output_lock
+    from sharestate.job import launch
 
     config = config_from_args(args)
     output = config.validate_for_run()
+    remote = launch.remote_url(args.remote)
+    if remote is not None or launch.platform_session_expected():
+        # A session this process does not build: the job takes the output's lock and
+        # tells what is new through it.
+        from sharestate.job.run import main as run_job
+
+        spark = launch.remote_session(remote)
+        launch.quiet_console(spark)
+        with _memory_failures_said(config, _driver_memory(spark)):
+            run_job(spark, config, show=args.show)
+        return 0
     increment = False
     with output_lock(output) if _local(output) else _no_lock():
         if config.mode == "incremental" and _local(output):
@@ -163,7 +182,6 @@ def _replay(args: argparse.Namespace) -> int:
                 print(f"sharestate: nothing new in the exports since {when}: no table written")
                 return 0
             increment = why_not_incremental(config, checkpoint) is None
-        from sharestate.job import launch
         from sharestate.job.run import main as run_job
         from sharestate.job.session import local_session
 
@@ -171,8 +189,36 @@ def _replay(args: argparse.Namespace) -> int:
         # JVM is started for that (docs/running.md).
         spark = local_session(conf_file=args.spark_conf, short_run=increment)
         launch.quiet_console(spark)
-        run_job(spark, config, show=args.show)
+        with _memory_failures_said(config, _driver_memory(spark)):
+            run_job(spark, config, show=args.show)
     return 0
+
+
+@contextmanager
+def _memory_failures_said(config: JobConfig, driver_memory: str | None) -> Iterator[None]:
+    """A run that fails because the driver ran out of memory ends with one line saying so
+    (`RunFailed`); any other failure goes on as it is."""
+    from sharestate.errors import RunFailed, UsageError
+    from sharestate.job import launch
+
+    try:
+        yield
+    except UsageError:
+        raise
+    except Exception as err:
+        cause = launch.out_of_memory_cause(err)
+        if cause is None:
+            raise
+        inputs = [path for path in (config.share_state, config.consumer_offsets) if path]
+        raise RunFailed(launch.out_of_memory_message(cause, inputs, driver_memory)) from err
+
+
+def _driver_memory(spark: SparkSession) -> str | None:
+    """spark.driver.memory as the session has it, read while its driver answers."""
+    try:
+        return spark.conf.get("spark.driver.memory", None)
+    except Exception:  # a session that will not say
+        return None
 
 
 def _local(path: str) -> bool:

@@ -123,9 +123,16 @@ class JobConfig:
             )
         if self.mode == "incremental" and self.as_of is not None:
             raise InvalidConfigError("--as-of replays a past state: run it with --mode full")
-        problem = output_overlap(self) or local_output_problem(self.output)
+        from sharestate.backend import backend
+
+        files_here = spark is None or backend(spark).local_files
+        problem = output_overlap(self)
+        if problem is None and files_here:
+            problem = local_output_problem(self.output)
         if problem is None and spark is not None:
-            problem = remote_output_problem(spark, self.output)
+            problem = remote_output_problem(spark, self.output) or _parquet_output_problem(
+                spark, self
+            )
         if problem is not None:
             raise InvalidConfigError(problem)
         return self.output.rstrip("/")
@@ -262,19 +269,34 @@ def local_output_problem(output: str) -> str | None:
     return None
 
 
+def _parquet_output_problem(spark: SparkSession, config: JobConfig) -> str | None:
+    """Why the session cannot write Parquet tables at `--output`, or None: a Parquet table
+    is written beside the old one and swapped in by renames (readers never see half of
+    one), which need a file system this process reaches."""
+    if config.output_format != "parquet" or config.output is None:
+        return None
+    from sharestate.io.files import file_system
+
+    if file_system(spark, config.output) is not None:
+        return None
+    return (
+        f"--output-format parquet: this Spark Connect session cannot rename files at "
+        f"--output {config.output} (a Parquet table is swapped in by renames, so that no "
+        "reader sees half of one); use --output-format delta, whose commits Spark makes"
+    )
+
+
 def remote_output_problem(spark: SparkSession, output: str) -> str | None:
     """A remote `--output` that is an existing file (through Hadoop's file system), or None;
     None too when it cannot be told (Spark Connect: no file-system handle)."""
     if urlparse(output).scheme in ("", "file"):
         return None
-    from sharestate.io.files import hadoop_file_system
+    from sharestate.io.files import file_system
 
     try:
-        fs, make_path = hadoop_file_system(spark, output)
-        is_file = bool(
-            fs.exists(make_path(output)) and fs.getFileStatus(make_path(output)).isFile()
-        )
-    except Exception:  # no JVM handle, or no file system for the scheme: Spark says so later
+        files = file_system(spark, output)
+        is_file = files is not None and files.is_file(output)
+    except Exception:  # no file system for the scheme: Spark says so later
         return None
     return f"--output {output} is an existing file: give a folder" if is_file else None
 

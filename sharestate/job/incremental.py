@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sharestate.audits.findings.registry import Source
+from sharestate.backend import default_parallelism
 from sharestate.decode import spark as spark_decode
 from sharestate.io.changes import ExportFiles, list_export
 from sharestate.io.checkpoint import CHECKPOINT_TABLE, Checkpoint
@@ -100,7 +101,7 @@ def _input_format(path: str, input_format: str, spark: SparkSession | None) -> s
         return input_format
     if spark is not None:
         return detect_format(spark, path)
-    if not is_local(path):
+    if not is_local(path):  # without a session: only a local export is listed
         return "untracked"
     return "delta" if os.path.isdir(os.path.join(local_path(path), "_delta_log")) else "parquet"
 
@@ -223,6 +224,44 @@ def _keep_decoded(decoded: spark_decode.Decoded, cache: CacheScope) -> None:
     cache.hold(decoded.tee)
 
 
+#: An increment with more rows to apply than this (new and backfilled, of every input) runs
+#: as a full run: an increment's steps bring the touched share-partitions' new rows to the
+#: driver (docs/incremental.md), which suits a scheduled run's few thousand rows, not a
+#: history's worth (a first run over a big drop, a schedule paused for long).
+LARGE_INCREMENT_ROWS: Final = 250_000
+#: Below this many rows to apply an increment runs as one, however small the tables are: it
+#: costs seconds, and a full run would cost no less.
+SMALL_INCREMENT_ROWS: Final = 20_000
+
+
+class IncrementTooLarge(Exception):
+    """The rows an incremental run would apply call for a full run instead (`reason`)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _refuse_large(new: NewInputs, checkpoint: Checkpoint) -> None:
+    """Raise `IncrementTooLarge` when the rows to apply are more than LARGE_INCREMENT_ROWS or
+    (above SMALL_INCREMENT_ROWS) than the rows the tables hold: a full run over everything
+    then costs no more than the increment, and needs no more memory than any full run."""
+    rows = sum(arrived.counts.read for arrived in new.arrivals().values())
+    stored = sum(
+        int(totals.get("decoded", 0)) + int(totals.get("quarantined", 0))
+        for totals in (checkpoint.totals.get("inputs") or {}).values()
+    )
+    if rows > LARGE_INCREMENT_ROWS:
+        raise IncrementTooLarge(
+            f"{rows:,} rows arrived to apply, more than an increment takes "
+            f"({LARGE_INCREMENT_ROWS:,})"
+        )
+    if rows > max(stored, SMALL_INCREMENT_ROWS):
+        raise IncrementTooLarge(
+            f"{rows:,} rows arrived to apply, more than the {stored:,} the tables hold"
+        )
+
+
 @dataclass(frozen=True)
 class IncrementalRun(Generic[Beside]):
     """What an incremental run did, for its summary and checkpoint."""
@@ -273,7 +312,7 @@ def _small_data_settings(spark: SparkSession) -> Iterator[None]:
     (bench/results, `where-time-goes`)."""
     settings = {
         "spark.sql.adaptive.enabled": "false",
-        "spark.sql.shuffle.partitions": str(max(1, spark.sparkContext.defaultParallelism // 2)),
+        "spark.sql.shuffle.partitions": str(max(1, default_parallelism(spark) // 2)),
         "spark.sql.codegen.wholeStage": "false",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     }
@@ -294,6 +333,7 @@ def _apply(
     stored_findings = cache.keep(store.read("findings"), StorageLevel.MEMORY_AND_DISK)
     new = read_new_inputs(config, store, checkpoint, stored_findings, cache)
     log.info("read the new rows in %.1f s", time.monotonic() - started)
+    _refuse_large(new, checkpoint)
     increment = Increment(
         store=store,
         cache=cache,

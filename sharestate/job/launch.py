@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-from sharestate.errors import UsageError
+from sharestate.errors import RunFailed, UsageError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -105,9 +105,38 @@ def submitted_session(app_name: str) -> SparkSession:
     return builder.getOrCreate()
 
 
+def remote_url(given: str | None) -> str | None:
+    """The Spark Connect server a run goes to: `--remote`, else the SPARK_REMOTE variable
+    (as PySpark itself reads it); None: a session of this process."""
+    return given or os.environ.get("SPARK_REMOTE") or None
+
+
+def platform_session_expected() -> bool:
+    """Whether the process runs where the platform gives the session (a Databricks
+    runtime: classic clusters and serverless alike), which `getOrCreate` returns."""
+    return "DATABRICKS_RUNTIME_VERSION" in os.environ
+
+
+def remote_session(url: str | None) -> SparkSession:
+    """The session of the Spark Connect server at `url` (`sc://HOST:PORT`, or `local[N]`
+    for one PySpark starts in this process); with None, the one the platform gives
+    (`SparkSession.builder.getOrCreate()`). Nothing is set on it: its settings are the
+    server's."""
+    from pyspark.sql import SparkSession
+
+    if url is None:
+        return SparkSession.builder.getOrCreate()
+    return SparkSession.builder.remote(url).getOrCreate()
+
+
 def quiet_console(spark: SparkSession) -> None:
-    """Raise QUIET_LOGGERS to their levels in the driver's log4j (what reaches the console)."""
-    jvm: Any = spark.sparkContext._jvm
+    """Raise QUIET_LOGGERS to their levels in the driver's log4j (what reaches the console);
+    a Spark Connect server's log is its own."""
+    from sharestate.backend import backend
+
+    jvm: Any = backend(spark).jvm
+    if jvm is None:
+        return
     try:
         configurator = jvm.org.apache.logging.log4j.core.config.Configurator
         levels = jvm.org.apache.logging.log4j.Level
@@ -119,13 +148,91 @@ def quiet_console(spark: SparkSession) -> None:
 
 def run_guarded(prog: str, work: Callable[[], int | None]) -> int:
     """Run `work` and return its exit code (None: 0); a `UsageError` is one line on stderr
-    and exit code 2."""
+    and exit code 2, a `RunFailed` one line and exit code 1 with the whole trace in a log
+    file the line names."""
     try:
         code = work()
     except UsageError as err:
         print(f"{prog}: error: {err}", file=sys.stderr, flush=True)
         return 2
+    except RunFailed as err:
+        trace = _trace_file(err)
+        kept = f" (the trace: {trace})" if trace else ""
+        print(f"{prog}: error: {err}{kept}", file=sys.stderr, flush=True)
+        return 1
     return code or 0
+
+
+def _trace_file(err: BaseException) -> str | None:
+    """Write `err`'s traceback, causes included, to a new file in the temporary folder."""
+    import tempfile
+    import traceback
+
+    try:
+        handle, path = tempfile.mkstemp(prefix="sharestate-failure-", suffix=".log")
+        with os.fdopen(handle, "w") as log:
+            traceback.print_exception(err, file=log)
+    except OSError:
+        return None
+    return path
+
+
+#: What a driver JVM that ran out of memory leaves in the Python process: its error, or
+#: (when it died of it) a connection that no longer answers.
+_OUT_OF_MEMORY_MARKS: Final = ("java.lang.OutOfMemoryError", "GC overhead limit exceeded")
+_DRIVER_GONE_MARKS: Final = ("Answer from Java side is empty", "Error while sending or receiving")
+
+
+def out_of_memory_cause(err: BaseException) -> str | None:
+    """What ran out, if `err` (or an exception it came from) says the Spark driver ran out of
+    memory or died as a driver does of it; None for any other failure."""
+    seen: set[int] = set()
+    chain: list[BaseException] = []
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    for failure in chain:
+        for line in str(failure).splitlines():
+            if any(mark in line for mark in _OUT_OF_MEMORY_MARKS):
+                found = line.strip()
+                start = found.find("java.lang.OutOfMemoryError")
+                return found[start:] if start >= 0 else found
+    for failure in chain:
+        gone = type(failure).__name__ in {"Py4JNetworkError", "ConnectionRefusedError"}
+        if gone or any(mark in str(failure) for mark in _DRIVER_GONE_MARKS):
+            return "the Spark driver JVM stopped answering, as it does when it runs out of memory"
+    return None
+
+
+def input_bytes(paths: list[str]) -> int | None:
+    """The bytes of the files under local `paths` (None when one is not local)."""
+    total = 0
+    for path in paths:
+        if "://" in path and not path.startswith("file:"):
+            return None
+        folder = path.removeprefix("file:")
+        if os.path.isfile(folder):
+            total += os.path.getsize(folder)
+            continue
+        for root, _, files in os.walk(folder):
+            total += sum(os.path.getsize(os.path.join(root, name)) for name in files)
+    return total
+
+
+def out_of_memory_message(cause: str, inputs: list[str], driver_memory: str | None) -> str:
+    """The one line a run that ran out of memory ends with: what ran out, the inputs' size,
+    the setting to raise."""
+    size = input_bytes(inputs)
+    read = f" reading {size / 2**20:,.0f} MiB of exports" if size is not None else ""
+    memory = f" (now {driver_memory})" if driver_memory else ""
+    return (
+        f"the run ran out of memory{read}: {cause}. Raise spark.driver.memory{memory}: "
+        "in a --spark-conf file or conf/spark-local.conf for the console command, "
+        "--driver-memory for spark-submit, the server's or cluster's setting for a session "
+        "given to the job"
+    )
 
 
 def exit_process(code: int) -> NoReturn:

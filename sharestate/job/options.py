@@ -85,6 +85,13 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         "ISO-8601 timestamp (UTC unless it names a zone)",
     )
     parser.add_argument(
+        "--remote",
+        metavar="URL",
+        help="run on this Spark Connect server (sc://HOST:PORT, as SparkSession.builder.remote "
+        "takes it) instead of a session of this process; default: the SPARK_REMOTE variable, "
+        "if set",
+    )
+    parser.add_argument(
         "--show",
         type=int,
         default=0,
@@ -117,11 +124,21 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
     return config
 
 
-def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
-    """The spark-submit script's options (the same as `sharestate replay`'s)."""
+def _script_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="replay_share_state.py",
         description="Decode exported Kafka share-group state and write the audit tables.",
     )
     add_replay_arguments(parser)
-    return config_from_args(parser.parse_args(argv))
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
+    """The spark-submit script's options (the same as `sharestate replay`'s)."""
+    return config_from_args(_script_parser().parse_args(argv))
+
+
+def parse_args_and_remote(argv: Sequence[str] | None = None) -> tuple[JobConfig, str | None]:
+    """`parse_args`, and the Spark Connect server `--remote` names (None: not given)."""
+    args = _script_parser().parse_args(argv)
+    return config_from_args(args), args.remote

@@ -28,6 +28,7 @@ from sharestate.io.exports import (
 from sharestate.io.files import unreadable_files_named
 from sharestate.job.cache import CacheScope
 from sharestate.job.config import JobConfig
+from sharestate.job.session import job_settings
 from sharestate.kafka.records import parse_kafka_version
 from sharestate.kafka.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from sharestate.replay import as_of, replay
@@ -174,6 +175,9 @@ class WrittenTables:
     columns of a written table cost less to read than folding or decoding again."""
 
     share_partition_history: DataFrame
+    #: The state as written, computed once and kept with its lineage cut: the audits'
+    #: plans over it are then small (None: the replay's cached state).
+    share_partition_state: DataFrame | None = None
     #: Only when the share-state decode was not cached (`decode_inputs(read_back=True)`).
     share_state_records: DataFrame | None = None
     quarantine: DataFrame | None = None
@@ -183,7 +187,7 @@ def compute(spark: SparkSession, config: JobConfig) -> Results:
     """Read, decode and replay the exports named in `config`, and audit them; nothing is
     written."""
     cache = CacheScope()
-    with unreadable_files_named(config.read_paths()):
+    with job_settings(spark), unreadable_files_named(config.read_paths()):
         inputs = read_inputs(spark, config)
         decoded = decode_inputs(inputs, config, cache, read_back=False)
         replayed = replay_decoded(inputs, decoded, config, cache, keep_history=True)
@@ -275,14 +279,17 @@ def replay_decoded(
     state; the results so far.
 
     The state is cached (one row per share-partition, read by most audit tables). The
-    history is not, unless `keep_history`: caching the fold's output (a row per record) cost
-    more than folding it again. The job writes the history straight from the fold and gives
-    the audits what it wrote (`audit_replayed(written=...)`). `keep_history` is for callers
-    that read the history DataFrame several times (`compute`, notebooks)."""
+    history is not, unless `keep_history` or the fold runs in Python: caching the JVM fold's
+    output (a row per record) cost more than folding it again, and its pass over the
+    history hands the state over (`Replayed.tee`); the Python fold's output is kept, so
+    that the history and the state cost one fold. The job writes the history straight
+    from the fold and gives the audits what it wrote (`audit_replayed(written=...)`).
+    `keep_history` is for callers that read the history DataFrame several times
+    (`compute`, notebooks)."""
     audit_inputs = _within_as_of(inputs, decoded, config)
     replayed = replay(audit_inputs.records, parse_kafka_version(config.kafka_version) or LATEST)
     cache.hold(replayed.tee)
-    if keep_history:
+    if keep_history or replayed.tee is None:
         cache.keep(replayed.folded, StorageLevel.MEMORY_AND_DISK)
     # One row per share-partition, read by most audit tables: keep it rather than fold
     # again each time. (The fold also found when each start offset last moved.)
@@ -329,11 +336,13 @@ def audit_replayed(
     as the job wrote them; by default the audits read the DataFrames of `replay_decoded`
     (the history from the fold, the records and quarantine decoded)."""
     seen, history = replayed.audit_inputs, replayed.share_partition_history
+    state = replayed.share_partition_state
     if written is not None:
         seen, history = _seen_as_written(seen, written, config), written.share_partition_history
+        state = written.share_partition_state or state
     audits = audit(
         seen.records,
-        replayed.share_partition_state,
+        state,
         history,
         seen.quarantine,
         AuditOptions(

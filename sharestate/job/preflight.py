@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from pyspark.sql import SparkSession
 
+from sharestate.backend import backend
 from sharestate.errors import SparkSetupError
 from sharestate.io.exports import is_kafka_uri, wait_for_topic
 from sharestate.job.config import JobConfig
@@ -48,10 +49,10 @@ def check_executor_python(spark: SparkSession) -> None:
                 missing.append(module)
         yield socket.gethostname(), sys.executable, platform.python_version(), tuple(missing)
 
-    try:
-        context = spark.sparkContext
-    except Exception:  # Spark Connect: no RDDs; its server runs the Python it was set up with
+    # Spark Connect: no RDDs; its server runs the Python it was set up with.
+    if backend(spark).jvm is None:
         return
+    context = spark.sparkContext
     if _workers_are_this_python(context):
         return
     tasks = max(1, context.defaultParallelism)

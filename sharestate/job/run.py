@@ -15,7 +15,7 @@ import logging
 import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -49,6 +49,7 @@ from sharestate.job.config import JobConfig
 from sharestate.job.increment import Increment
 from sharestate.job.incremental import (
     IncrementalRun,
+    IncrementTooLarge,
     NewInputs,
     export_listings,
     run_incremental,
@@ -64,6 +65,7 @@ from sharestate.job.pipeline import (
     replay_decoded,
 )
 from sharestate.job.preflight import check_before_work
+from sharestate.job.session import job_settings
 from sharestate.job.side_by_side import run_side_by_side
 from sharestate.job.summary import (
     NewRowCounts,
@@ -79,6 +81,9 @@ from sharestate.job.summary import (
 from sharestate.jvm import EngineInUse, engine_in_use
 
 log = logging.getLogger("sharestate")
+
+#: How many audit tables a full run writes at once (`_OutputTables.write_side_by_side`).
+AUDIT_WRITERS: Final = 4
 
 
 def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any]:
@@ -98,6 +103,7 @@ def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any
     # An incremental run commits through Spark's Delta writer too (outside the local file
     # system): its Parquet timestamps are INT64 UTC as write_table's are.
     with (
+        job_settings(spark),
         output_lock(output, spark),
         unreadable_files_named(config.read_paths()),
         parquet_timestamps_as_int64_micros(spark),
@@ -107,21 +113,28 @@ def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any
             reason = why_not_incremental(config, checkpoint)
             if reason is None:
                 assert checkpoint is not None
-                return _incremental(spark, config, output, checkpoint, show)
+                try:
+                    return _incremental(spark, config, output, checkpoint, show)
+                except IncrementTooLarge as large:
+                    reason = large.reason
             log.info("running as a full run: %s", reason)
+            return _full(spark, config, output, show, because=reason)
         return _full(spark, config, output, show)
 
 
 # --- full runs ---------------------------------------------------------------------------------
 
 
-def _full(spark: SparkSession, config: JobConfig, output: str, show: int) -> dict[str, Any]:
+def _full(
+    spark: SparkSession, config: JobConfig, output: str, show: int, because: str | None = None
+) -> dict[str, Any]:
+    """A full run; `because`: why a run asked to be incremental is not (in its summary)."""
     engine = _start_work(spark, config, engine_in_use(spark))
     # Listed before anything is read: a file added during the run is read by the next.
     listings = export_listings(config, spark)
     tables = _OutputTables(spark, config, output)
     with CacheScope() as cache:
-        summary = _compute_and_write(spark, config, tables, cache, listings, engine)
+        summary = _compute_and_write(spark, config, tables, cache, listings, engine, because)
     tables.keep()
     _report(config, output, summary, show, spark)
     return summary
@@ -134,6 +147,7 @@ def _compute_and_write(
     cache: CacheScope,
     listings: dict[str, ExportFiles],
     engine: EngineInUse,
+    because: str | None = None,
 ) -> dict[str, Any]:
     """Read, decode, replay; write the per-record tables and the state; audit; write the
     audit tables; count the summary; write the checkpoint. If a step fails, the tables
@@ -150,14 +164,17 @@ def _compute_and_write(
         for name, df in first.items():
             tables.write(name, df)
         log.info("auditing the replayed state")
-        results = audit_replayed(replayed, config, tables.written_tables())
-        for name, df in results.tables().items():
-            if name not in first:
-                tables.write(name, df)
+        per_record = tables.written_tables(replayed.share_partition_state, cache)
+        results = audit_replayed(replayed, config, per_record)
+        tables.write_side_by_side(
+            {name: df for name, df in results.tables().items() if name not in first}
+        )
         log.info("counting the run summary")
         written = tables.as_written(results)
         summary = summarize(written)
         summary["mode"] = "full"
+        if because is not None:
+            summary["full_run_because"] = because
         summary["engine"] = engine_summary(engine)
         summary["delivery_count_limit"] = config.delivery_count_limit
         summary["run_at"] = datetime.now(UTC).isoformat(timespec="seconds")
@@ -241,6 +258,13 @@ class _OutputTables:
         rows = f"{written.rows:,} rows" if written.rows is not None else "rows not counted"
         log.info("wrote %s: %s in %.1f s", name, rows, time.monotonic() - started)
 
+    def write_side_by_side(self, frames: dict[str, DataFrame]) -> None:
+        """Write the tables of `frames`, AUDIT_WRITERS at a time: each is small (a row per
+        share-partition or fewer), so its time is mostly Spark's fixed cost per job and
+        Delta's per commit, which overlap."""
+        steps = [lambda name=name, df=df: self.write(name, df) for name, df in frames.items()]
+        run_side_by_side(steps, at_most=AUDIT_WRITERS)
+
     def versions_written(self) -> dict[str, int]:
         return {name: v for name, v in self.versions.items() if v is not None}
 
@@ -257,10 +281,15 @@ class _OutputTables:
             raise InputError(f"{self.output}/{name}: the table this run wrote cannot be read back")
         return table
 
-    def written_tables(self) -> WrittenTables:
-        """The per-record tables as written, for the audits of a full run."""
+    def written_tables(self, state: DataFrame, cache: CacheScope) -> WrittenTables:
+        """The per-record tables as written, and the state (`state`, as written) computed
+        once with its lineage cut (its table read back where the session refuses local
+        checkpoints), for the audits of a full run."""
         return WrittenTables(
             share_partition_history=self.read_back("share_partition_history"),
+            share_partition_state=cache.checkpoint(
+                state, instead=lambda: self.read_back("share_partition_state")
+            ),
             share_state_records=self.read_back("share_state_records"),
             quarantine=self.read_back("quarantine"),
         )

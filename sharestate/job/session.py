@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Final
 
 from pyspark.sql import SparkSession
 
 from sharestate.errors import InvalidConfigError
+from sharestate.io.files import session_settings
 
 #: Where set-up puts the Delta and Kafka-connector jars (see scripts/fetch_jars.sh).
 DEFAULT_JARS_DIR = ".jars"
@@ -30,6 +33,39 @@ SHORT_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 JOB_SPARK_CONF = "conf/spark-job.conf"
 LOCAL_SPARK_CONF = "conf/spark-local.conf"
 DEFAULT_SPARK_CONFS = (JOB_SPARK_CONF, LOCAL_SPARK_CONF)
+
+
+#: The Spark SQL settings the job runs with on whatever session it is given (a notebook's, a
+#: Spark Connect server's, Databricks'), for the run only (`job_settings`): the runtime
+#: entries of conf/spark-job.conf (why each: docs/where-time-goes.md, Spark settings). A
+#: session that refuses one keeps its own value (the log says so once).
+JOB_SQL_SETTINGS: Final = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    "spark.sql.adaptive.advisoryPartitionSizeInBytes": "32m",
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "20000",
+    "spark.databricks.delta.snapshotPartitions": "1",
+    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
+}
+
+
+@contextmanager
+def job_settings(spark: SparkSession) -> Iterator[None]:
+    """JOB_SQL_SETTINGS on `spark` for the block, the session's own values back after; a
+    setting the session has already costs nothing."""
+    wanted = {
+        key: value for key, value in JOB_SQL_SETTINGS.items() if _current(spark, key) != value
+    }
+    with session_settings(spark, wanted):
+        yield
+
+
+def _current(spark: SparkSession, key: str) -> str | None:
+    try:
+        return spark.conf.get(key, None)
+    except Exception:  # a session that will not say: set it
+        return None
 
 
 def read_spark_defaults(path: str | Path) -> dict[str, str]:

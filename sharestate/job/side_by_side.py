@@ -8,19 +8,23 @@ jobs at once, and Spark runs them together (its scheduler takes jobs from severa
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from pyspark import InheritableThread
+from pyspark.sql import SparkSession, is_remote
 
 
-def run_side_by_side(steps: Sequence[Callable[[], Any]]) -> list[Any]:
+def run_side_by_side(steps: Sequence[Callable[[], Any]], at_most: int | None = None) -> list[Any]:
     """Run each step in its own thread and return their results, in the steps' order, once
-    all have ended. When steps fail, the first one's error is raised, after every step
-    ended (so a run that puts back what it wrote sees every commit made). The threads
-    inherit the caller's Spark local properties (a notebook's job group, its pool)."""
+    all have ended; with `at_most`, no more than that many at once (the next starts when
+    one ends). When steps fail, the first one's error is raised, after every step ended
+    (so a run that puts back what it wrote sees every commit made). The threads inherit the
+    caller's Spark local properties (a notebook's job group, its pool)."""
     results: list[Any] = [None] * len(steps)
     errors: list[BaseException | None] = [None] * len(steps)
+    slots = threading.BoundedSemaphore(at_most or max(1, len(steps)))
 
     def runner(index: int) -> Callable[[], None]:
         def run() -> None:
@@ -28,12 +32,22 @@ def run_side_by_side(steps: Sequence[Callable[[], Any]]) -> list[Any]:
                 results[index] = steps[index]()
             except BaseException as error:  # re-raised in the caller's thread below
                 errors[index] = error
+            finally:
+                slots.release()
 
         return run
 
-    threads = [InheritableThread(runner(index)) for index in range(len(steps))]
-    for thread in threads:
+    # Spark Connect's threads take the session whose job tags they inherit (in a thread of
+    # its own a step has no active session: the process's default one then).
+    session = SparkSession.getActiveSession()
+    if session is None and is_remote():
+        session = SparkSession.active()
+    threads = []
+    for index in range(len(steps)):
+        slots.acquire()
+        thread = InheritableThread(runner(index), session=session)
         thread.start()
+        threads.append(thread)
     for thread in threads:
         thread.join()
     for error in errors:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlparse
 
 from pyspark.sql import DataFrame, Row
@@ -28,27 +28,46 @@ from sharestate.job.side_by_side import run_side_by_side
 from sharestate.job.summary_table import summary_table as summary_table
 from sharestate.jvm import EngineInUse
 
+#: How many of the run summary's counts run at once (`summarize`).
+SUMMARY_COUNTERS: Final = 4
 #: One pair count: (first value, second value, rows).
 _Pair = tuple[str, str, int]
 
 
 def summarize(results: Results) -> dict[str, Any]:
-    """Counts for the run summary; every number comes from the data."""
-    quarantine_pairs = _counts_by_pair(results.quarantine, "source", "reason_kind")
+    """Counts for the run summary; every number comes from the data. Each count is a small
+    Spark job of its own, and they are independent: they run side by side."""
+    groups = results.share_group_records
+    quarantine_pairs, record_pairs, record_keys, state, group_counts, audits = run_side_by_side(
+        [
+            lambda: _counts_by_pair(results.quarantine, "source", "reason_kind"),
+            lambda: _counts_by_pair(results.share_state_records, "record_type", "layout"),
+            lambda: _record_keys(results.share_state_records),
+            lambda: _state_counts(results.share_partition_state),
+            lambda: _group_record_counts(groups) if groups is not None else None,
+            lambda: _audit_summary(results),
+        ],
+        at_most=SUMMARY_COUNTERS,
+    )
     quarantine_by_source = _totals(quarantine_pairs, 0)
-    record_pairs = _counts_by_pair(results.share_state_records, "record_type", "layout")
     summary: dict[str, Any] = {
-        "inputs": _input_counts(results, record_pairs, quarantine_by_source),
-        "share_state_records": _record_counts(results.share_state_records, record_pairs),
-        "share_partition_state": _state_counts(results.share_partition_state),
+        "inputs": _input_counts(results, record_pairs, quarantine_by_source, group_counts),
+        "share_state_records": {
+            "by_record_type": _totals(record_pairs, 0),
+            "by_layout": _totals(record_pairs, 1),
+            **record_keys,
+        },
+        "share_partition_state": state,
     }
-    if results.share_group_records is not None:
-        summary["share_group_records"] = _group_record_counts(results.share_group_records)
+    if group_counts is not None:
+        summary["share_group_records"] = {
+            key: value for key, value in group_counts.items() if key != "rows"
+        }
     summary["quarantine"] = {
         "rows": sum(quarantine_by_source.values()),
         "by_reason_kind": _totals(quarantine_pairs, 1),
     }
-    summary.update(_audit_summary(results))
+    summary.update(audits)
     return summary
 
 
@@ -74,7 +93,10 @@ def _totals(pairs: list[_Pair], index: int) -> dict[str, int]:
 
 
 def _input_counts(
-    results: Results, record_pairs: list[_Pair], quarantine_by_source: dict[str, int]
+    results: Results,
+    record_pairs: list[_Pair],
+    quarantine_by_source: dict[str, int],
+    group_counts: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """Per input: rows read, duplicates dropped, decoded and quarantined, and whether they
     add up."""
@@ -85,8 +107,7 @@ def _input_counts(
         if source == "share_state":
             decoded = sum(count for _, _, count in record_pairs)
         else:
-            groups = results.share_group_records
-            decoded = groups.count() if groups is not None else 0
+            decoded = int(group_counts["rows"]) if group_counts is not None else 0
         quarantined = quarantine_by_source.get(source, 0)
         out[source] = {
             "path": export.path,
@@ -106,7 +127,7 @@ def _input_counts(
     return out
 
 
-def _record_counts(records: DataFrame, record_pairs: list[_Pair]) -> dict[str, Any]:
+def _record_keys(records: DataFrame) -> dict[str, int]:
     keys = (
         records.groupBy(*KEY)
         .count()
@@ -114,8 +135,6 @@ def _record_counts(records: DataFrame, record_pairs: list[_Pair]) -> dict[str, A
         .first()
     )
     return {
-        "by_record_type": _totals(record_pairs, 0),
-        "by_layout": _totals(record_pairs, 1),
         "share_partitions": int(keys["keys"]) if keys else 0,
         "groups": int(keys["groups"]) if keys else 0,
     }
@@ -126,8 +145,10 @@ def _state_counts(state: DataFrame) -> dict[str, int]:
 
 
 def _group_record_counts(groups: DataFrame) -> dict[str, Any]:
+    by_record_type = _count_by(groups, "record_type")
     return {
-        "by_record_type": _count_by(groups, "record_type"),
+        "rows": sum(by_record_type.values()),
+        "by_record_type": by_record_type,
         "share_groups": groups.filter(F.col("is_share_record"))
         .select("group_id")
         .distinct()

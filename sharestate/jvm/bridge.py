@@ -8,6 +8,7 @@ from typing import Any, Final, Literal
 
 from pyspark.sql import DataFrame, SparkSession
 
+from sharestate.backend import backend
 from sharestate.errors import InvalidConfigError, SparkSetupError
 from sharestate.jvm import contract
 
@@ -24,12 +25,17 @@ MISSING: Final = (
 
 
 def _jvm(spark: SparkSession) -> Any:
-    return getattr(spark, "_jvm", None) or spark.sparkContext._jvm
+    jvm = backend(spark).jvm
+    if jvm is None:
+        raise SparkSetupError(f"the JVM fast paths cannot run: {MISSING}")
+    return jvm
 
 
 def available(spark: SparkSession) -> bool:
     """True when the session's JVM has the jar, built from the contract this code speaks
     (`sharestate.jvm.contract`: its version and its columns)."""
+    if backend(spark).jvm is None:  # Spark Connect: no JVM to call
+        return False
     try:
         probe = _jvm(spark).sharestate.jvm.Probe
         return (

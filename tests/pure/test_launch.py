@@ -273,3 +273,66 @@ def test_the_command_starts_a_short_run_driver_for_an_increment_only(
     with pytest.raises(Started) as started:
         cli._replay(args)
     assert started.value.args == (short,)
+
+
+def test_a_run_out_of_memory_ends_with_one_line_and_exit_code_1(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The driver's OutOfMemoryError, as Py4J hands it over (a Java trace in the message),
+    becomes one line naming what ran out, the exports' size and the setting to raise; the
+    trace goes to the file the line names."""
+    from sharestate.job import launch, session
+    from sharestate.job import run as run_module
+
+    class Conf:
+        def get(self, key: str, default: str | None = None) -> str | None:
+            return "6g" if key == "spark.driver.memory" else default
+
+    class Session:
+        conf = Conf()
+
+    java_trace = (
+        "An error occurred while calling o412.save.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 3 in stage "
+        "41.0 failed 1 times, most recent failure: Lost task 3.0: java.lang.OutOfMemoryError: "
+        "Java heap space\n\tat java.base/java.util.Arrays.copyOf(Arrays.java:3537)\n"
+    )
+
+    def run_out(*args: object, **kwargs: object) -> None:
+        try:
+            raise RuntimeError(java_trace)
+        except RuntimeError as err:
+            raise RuntimeError("the increment failed") from err
+
+    monkeypatch.setattr(session, "local_session", lambda **kwargs: Session())
+    monkeypatch.setattr(launch, "quiet_console", lambda spark: None)
+    monkeypatch.setattr(run_module, "main", run_out)
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "part-0.parquet").write_bytes(b"x" * 3 * 2**20)
+    code = cli.main(["replay", "--share-state", str(export), "--output", str(tmp_path / "out")])
+    assert code == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(
+        "sharestate: error: the run ran out of memory reading 3 MiB of exports: "
+        "java.lang.OutOfMemoryError: Java heap space. Raise spark.driver.memory (now 6g): "
+    ), line
+    trace = Path(line.rsplit("(the trace: ", 1)[1].rstrip(")"))
+    assert "o412.save" in trace.read_text() and "the increment failed" in trace.read_text()
+    trace.unlink()
+
+
+@pytest.mark.parametrize(
+    ("failure", "cause"),
+    [
+        (ConnectionRefusedError(111, "Connection refused"), "stopped answering"),
+        (RuntimeError("Answer from Java side is empty"), "stopped answering"),
+        (RuntimeError("GC overhead limit exceeded"), "GC overhead limit exceeded"),
+        (RuntimeError("[DELTA_CONCURRENT_APPEND] a concurrent writer"), None),
+    ],
+)
+def test_only_failures_of_memory_are_said_as_such(failure: Exception, cause: str | None) -> None:
+    from sharestate.job.launch import out_of_memory_cause
+
+    found = out_of_memory_cause(failure)
+    assert found is None if cause is None else cause in (found or "")

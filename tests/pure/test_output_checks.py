@@ -88,15 +88,19 @@ def test_output_misuse_is_refused_and_nothing_is_written(
 
 
 def _python_path(folder: Path) -> str:
-    """A PYTHONPATH folder with this checkout's package, pyspark and py4j, for a Python run
-    by another user (the virtualenv's own interpreter may be in root's home)."""
+    """A PYTHONPATH folder with copies of this checkout's package, pyspark and py4j (their
+    Python files), for a Python run by another user: the checkout and the virtualenv may be
+    in a folder that user cannot enter."""
     import py4j
     import pyspark
 
     folder.mkdir()
+    skip = shutil.ignore_patterns("__pycache__", "jars", "tests", "*.pyc")
     for module in (pyspark, py4j):
-        (folder / module.__name__).symlink_to(Path(module.__file__).parent)
-    (folder / "sharestate").symlink_to(ROOT / "sharestate")
+        shutil.copytree(Path(module.__file__).parent, folder / module.__name__, ignore=skip)
+    shutil.copytree(ROOT / "sharestate", folder / "sharestate", ignore=skip)
+    for copied in folder.rglob("*"):
+        copied.chmod(0o755 if copied.is_dir() else 0o644)
     return str(folder)
 
 

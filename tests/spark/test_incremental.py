@@ -143,7 +143,15 @@ def _run(spark: SparkSession, export: Path, output: Path, mode: str) -> dict[str
 
 @pytest.mark.spark
 @pytest.mark.parametrize(
-    ("seed", "writer"), [(11, "delta-rs"), (23, "delta-rs"), (37, "spark")], ids=str
+    ("seed", "writer"),
+    [
+        # On Spark Connect one chain here; the Spark writer's, and one where serverless
+        # refuses caching and settings, are test_connect.py's.
+        pytest.param(11, "delta-rs", marks=pytest.mark.connect),
+        (23, "delta-rs"),
+        (37, "spark"),
+    ],
+    ids=str,
 )
 def test_runs_over_a_growing_export_end_as_one_full_run(
     spark: SparkSession,
@@ -155,7 +163,7 @@ def test_runs_over_a_growing_export_end_as_one_full_run(
     if writer == "spark":
         # The output as a cluster's would be: read and changed through Spark's Delta
         # reader and writer, not delta-rs on the driver.
-        monkeypatch.setattr("sharestate.io.store.is_local", lambda path: False)
+        monkeypatch.setattr("sharestate.io.store.is_local", lambda path, spark=None: False)
     state, offsets = generate(
         SampleSpec(records=1_500, share_partitions=48, records_per_snapshot=4, seed=seed)
     )
@@ -301,6 +309,7 @@ def _history_versions(output: Path) -> dict[str, int]:
 
 
 @pytest.mark.spark
+@pytest.mark.connect
 def test_nothing_new_writes_nothing(
     spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -335,6 +344,7 @@ def test_nothing_new_writes_nothing(
 
 
 @pytest.mark.spark
+@pytest.mark.connect
 def test_a_killed_run_is_put_back_by_the_next(spark: SparkSession, tmp_path: Path) -> None:
     state, offsets = generate(SampleSpec(records=600, share_partitions=12, records_per_snapshot=4))
     half = pc.less(state.column("offset"), 20)
@@ -354,6 +364,34 @@ def test_a_killed_run_is_put_back_by_the_next(spark: SparkSession, tmp_path: Pat
     assert summary["mode"] == "incremental"
     _run(spark, export, tmp_path / "full", "full")
     _assert_same_tables(output, tmp_path / "full")
+
+
+@pytest.mark.spark
+def test_an_increment_larger_than_an_increment_takes_runs_as_a_full_run(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sharestate.job import incremental as incremental_module
+
+    state, offsets = generate(SampleSpec(records=600, share_partitions=12, records_per_snapshot=4))
+    first = pc.less(state.column("offset"), 10)
+    export, output = tmp_path / "export", tmp_path / "out"
+    _write(export / "s", "a.parquet", state.filter(first))
+    _write(export / "o", "a.parquet", offsets)
+    _run(spark, export, output, "incremental")
+    _write(export / "s", "b.parquet", state.filter(pc.invert(first)))
+    arrived = state.num_rows - pc.sum(first.cast("int64")).as_py()
+    monkeypatch.setattr(incremental_module, "LARGE_INCREMENT_ROWS", arrived - 1)
+    summary = _run(spark, export, output, "incremental")
+    assert summary["mode"] == "full"
+    assert summary["full_run_because"] == (
+        f"{arrived:,} rows arrived to apply, more than an increment takes ({arrived - 1:,})"
+    )
+    _run(spark, export, tmp_path / "full", "full")
+    _assert_same_tables(output, tmp_path / "full")
+    # The next run is incremental again, from the full run's checkpoint.
+    _write(export / "o", "b.parquet", offsets.slice(0, 2))
+    monkeypatch.setattr(incremental_module, "LARGE_INCREMENT_ROWS", 250_000)
+    assert _run(spark, export, output, "incremental")["mode"] == "incremental"
 
 
 @pytest.mark.spark

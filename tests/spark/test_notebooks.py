@@ -26,7 +26,7 @@ from sharestate.job import cli
 from sharestate.sample.exports import SampleSpec, write_sample
 from tests.support.paths import ROOT
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.connect]
 
 NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.py"))
@@ -140,6 +140,10 @@ def runs(
         # halves its CPU time.
         java_options = os.environ.get("JAVA_TOOL_OPTIONS", "")
         patch.setenv("JAVA_TOOL_OPTIONS", f"{java_options} -XX:TieredStopAtLevel=1".strip())
+        # On a Connect run the kernel's notebook finds the tests' server as a user's finds
+        # theirs: through SPARK_REMOTE.
+        if os.environ.get("SHARESTATE_TEST_REMOTE"):
+            patch.setenv("SPARK_REMOTE", os.environ["SHARESTATE_TEST_REMOTE"])
         NotebookClient(
             combined,
             timeout=600,

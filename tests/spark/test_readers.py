@@ -16,7 +16,7 @@ from sharestate.sample.exports import SampleSpec, write_sample
 from tests.support.documented import fenced_block, sql_statements
 from tests.support.paths import ROOT
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.connect]
 PAGE = ROOT / "docs" / "writes-and-failures.md"
 SQL_MARKER = "<!-- checkpoint-sql:"
 #: The output path the page's SQL names.

@@ -86,7 +86,7 @@ def test_the_rows_of_keys_read_on_the_driver_or_through_spark_are_the_same(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, local: bool
 ) -> None:
     if not local:  # as on a cluster: read through Spark's Delta reader
-        monkeypatch.setattr(store_module, "is_local", lambda path: False)
+        monkeypatch.setattr(store_module, "is_local", lambda path, spark=None: False)
     _appended(tmp_path / "ranges", [True, False, True])  # offsets 0-2 and 6-8 settled
     store = TableStore(spark, str(tmp_path))
     keys = pa.table(

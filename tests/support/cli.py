@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -9,12 +10,16 @@ from tests.support.paths import ROOT
 
 
 def run_sharestate(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run `python -m sharestate ARGS` from the checkout; its exit code, stdout and stderr."""
+    """Run `python -m sharestate ARGS` from the checkout; its exit code, stdout and stderr.
+    The process chooses its own session: PySpark's mark of a Spark Connect client (the
+    tests' process on a Connect run) is not passed on."""
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_MODE_ENABLED"}
     return subprocess.run(
         [sys.executable, "-m", "sharestate", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
+        env=env,
         timeout=timeout,
         check=False,
     )
