@@ -355,6 +355,22 @@ COLUMNS: Final[dict[str, tuple[str, list[Column]]]] = {
             ("fresh: 10,000 new", _seconds("seconds", "fresh_small_increment")),
         ],
     ),
+    "sessions": (
+        "Sessions (`bench/bench_sessions.py`): seconds of a fresh `sharestate replay` process,"
+        " (a) classic with the JVM jar, (b) classic without it, (c) a local Spark Connect"
+        " server with Spark's default settings",
+        [
+            ("history", lambda result: _number(_get(result, "settings", "records", "history"))),
+            ("(a) full", _seconds("a", "full_seconds")),
+            ("(a) 10,000 new", _seconds("a", "increment_seconds")),
+            ("(b) full", _seconds("b", "full_seconds")),
+            ("(b) 10,000 new", _seconds("b", "increment_seconds")),
+            ("(c) full", _seconds("c", "full_seconds")),
+            ("(c) 10,000 new", _seconds("c", "increment_seconds")),
+            ("full: c / b", _ratio("ratios", "full_c_over_b", suffix="x")),
+            ("10,000 new: c / b", _ratio("ratios", "increment_c_over_b", suffix="x")),
+        ],
+    ),
 }
 
 
