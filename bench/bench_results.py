@@ -9,6 +9,7 @@ change they measure.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -69,6 +70,29 @@ def machine(spark: Any) -> dict[str, Any]:
         "python": platform.python_version(),
         "java": str(spark.sparkContext._jvm.java.lang.System.getProperty("java.version")),
         "spark": spark.version,
+        "delta": _version("delta-spark"),
+        "pyarrow": _version("pyarrow"),
+        "platform": platform.platform(),
+        "recorded_with_run": True,
+    }
+
+
+def machine_of_processes() -> dict[str, Any]:
+    """`machine` for a benchmark whose runs are processes of their own (no session here):
+    Java as `java -version` reports it, Spark as the installed pyspark."""
+    java = None
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        done = subprocess.run(
+            ["java", "-version"], capture_output=True, text=True, check=False, timeout=60
+        )
+        quoted = [part for part in done.stderr.split('"') if part[:1].isdigit()]
+        java = quoted[0] if quoted else None
+    return {
+        "cores": os.cpu_count(),
+        "memory_gib": _memory_gib(),
+        "python": platform.python_version(),
+        "java": java,
+        "spark": _version("pyspark"),
         "delta": _version("delta-spark"),
         "pyarrow": _version("pyarrow"),
         "platform": platform.platform(),

@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_incremental import _newest  # noqa: E402
-from bench_results import write_result  # noqa: E402
+from bench_results import machine_of_processes, write_result  # noqa: E402
 
 from sharestate.job.session import read_spark_defaults  # noqa: E402
 from sharestate.sample.exports import SampleSpec, generate  # noqa: E402
@@ -188,7 +188,7 @@ def main() -> None:
             "processes": "each run a fresh `python -m sharestate replay`",
         },
         results,
-        {"cores": os.cpu_count(), "python": sys.version.split()[0], "recorded_with_run": True},
+        machine_of_processes(),
     )
 
 

@@ -371,6 +371,20 @@ COLUMNS: Final[dict[str, tuple[str, list[Column]]]] = {
             ("10,000 new: c / b", _ratio("ratios", "increment_c_over_b", suffix="x")),
         ],
     ),
+    "shapes": (
+        "Shapes (`bench/bench_shapes.py`): a big increment and a small export, fresh"
+        " `sharestate replay` processes with the JVM jar",
+        [
+            ("2M: full", _seconds("big", "full", "seconds")),
+            ("2M: 1M-record increment", _seconds("big", "increment", "seconds")),
+            ("increment / full", _ratio("big", "increment_over_full", suffix="x")),
+            ("driver peak: increment / full", _ratio("big", "increment_peak_over_full_peak")),
+            ("moved export / full", _ratio("big", "moved_export_over_full", suffix="x")),
+            ("500k: full", _seconds("small", "full", "seconds")),
+            ("500k: outside read, decode, replay", _seconds("small", "full_fixed_seconds")),
+            ("500k: fresh 10,000 new", _seconds("small", "fresh_increment", "seconds")),
+        ],
+    ),
 }
 
 

@@ -145,10 +145,10 @@ def _run(spark: SparkSession, export: Path, output: Path, mode: str) -> dict[str
 @pytest.mark.parametrize(
     ("seed", "writer"),
     [
-        # On Spark Connect one chain here; the Spark writer's, and one where serverless
-        # refuses caching and settings, are test_connect.py's.
-        pytest.param(11, "delta-rs", marks=pytest.mark.connect),
-        (23, "delta-rs"),
+        # On Spark Connect the chains are test_connect.py's (the Spark writer's, and one
+        # where serverless refuses caching and settings). A third seed: `make test-slow`.
+        (11, "delta-rs"),
+        pytest.param(23, "delta-rs", marks=pytest.mark.slow),
         (37, "spark"),
     ],
     ids=str,
@@ -309,7 +309,6 @@ def _history_versions(output: Path) -> dict[str, int]:
 
 
 @pytest.mark.spark
-@pytest.mark.connect
 def test_nothing_new_writes_nothing(
     spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -344,7 +343,6 @@ def test_nothing_new_writes_nothing(
 
 
 @pytest.mark.spark
-@pytest.mark.connect
 def test_a_killed_run_is_put_back_by_the_next(spark: SparkSession, tmp_path: Path) -> None:
     state, offsets = generate(SampleSpec(records=600, share_partitions=12, records_per_snapshot=4))
     half = pc.less(state.column("offset"), 20)

@@ -19,7 +19,7 @@ from sharestate.job import main
 from sharestate.sample.exports import SampleSpec
 from tests.support.exports import growing_export
 
-pytestmark = [pytest.mark.spark, pytest.mark.connect]
+pytestmark = pytest.mark.spark
 
 
 def _delta_version(table: Path) -> int:
