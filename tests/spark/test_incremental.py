@@ -146,10 +146,11 @@ def _run(spark: SparkSession, export: Path, output: Path, mode: str) -> dict[str
     ("seed", "writer"),
     [
         # On Spark Connect the chains are test_connect.py's (the Spark writer's, and one
-        # where serverless refuses caching and settings). A third seed: `make test-slow`.
+        # where serverless refuses caching and settings). Two more seeds, one of them
+        # through Spark's Delta writer: `make test-slow`.
         (11, "delta-rs"),
         pytest.param(23, "delta-rs", marks=pytest.mark.slow),
-        (37, "spark"),
+        pytest.param(37, "spark", marks=pytest.mark.slow),
     ],
     ids=str,
 )
