@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_incremental import _newest  # noqa: E402
 from bench_results import machine_of_processes, write_result  # noqa: E402
+from bench_sessions import _arrive  # noqa: E402
 
 from sharestate.sample.exports import SampleSpec, generate  # noqa: E402
 from sharestate.sample.simulate import write_export  # noqa: E402
@@ -195,14 +196,6 @@ def _export(records: int, share_partitions: int, seed: int, newest: int) -> Path
     meta = {"records": state.num_rows, "newest": int(pc.sum(late).as_py())}
     (folder / "meta.json").write_text(json.dumps(meta))
     return folder
-
-
-def _arrive(folder: Path, arrived: bool) -> None:
-    target = folder / "s" / "new.parquet"
-    if arrived and not target.exists():
-        os.link(folder / "new.parquet", target)
-    elif not arrived and target.exists():
-        target.unlink()
 
 
 def _without_log(run: dict[str, Any]) -> dict[str, Any]:

@@ -16,9 +16,6 @@ import importlib
 import inspect
 import re
 import shlex
-import shutil
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -32,6 +29,7 @@ from sharestate.job.cli import _parser
 from sharestate.job.options import config_from_args
 from sharestate.job.pipeline import Results
 from tests.support.paths import ROOT
+from tests.support.wheel import build_wheel
 
 BUNDLE_DIR = ROOT / "deploy" / "databricks"
 BUNDLE = BUNDLE_DIR / "databricks.yml"
@@ -73,42 +71,6 @@ def task(job: dict[str, Any]) -> dict[str, Any]:
 def artifact(bundle: dict[str, Any]) -> dict[str, Any]:
     (only,) = bundle["artifacts"].values()
     return dict(only)
-
-
-def _build_wheel(project_dir: Path, into: Path) -> Path:
-    """The wheel of `project_dir`, built offline with the virtualenv's setuptools (the
-    backend `python -m build` and `uv build` call) from a copy of what setuptools reads."""
-    source = into / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(project_dir / name, source / name)
-    shutil.copytree(
-        project_dir / "sharestate",
-        source / "sharestate",
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-    )
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "--quiet",
-            str(source),
-            "-w",
-            str(into / "dist"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    (wheel,) = (into / "dist").glob("*.whl")
-    return wheel
 
 
 def _code_blocks(language: str) -> list[str]:
@@ -199,7 +161,7 @@ def test_the_artifact_builds_the_wheel_the_tasks_environment_installs(
         ]
         == "setuptools.build_meta"
     )
-    wheel = _build_wheel(project_dir, tmp_path)
+    wheel = build_wheel(project_dir, tmp_path)
     assert fnmatch.fnmatch(wheel.name, Path(wheel_glob).name)
 
 

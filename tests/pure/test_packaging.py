@@ -12,9 +12,6 @@ The wheel is built from a copy of the sources, offline, with the virtualenv's se
 from __future__ import annotations
 
 import configparser
-import shutil
-import subprocess
-import sys
 import zipfile
 from collections.abc import Iterator
 from email.message import Message
@@ -26,51 +23,15 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from tests.support.paths import ROOT
+from tests.support.wheel import build_wheel
 
 #: Distributions that bring a Spark of their own: none may be a base dependency.
 SPARK_DISTRIBUTIONS = {"pyspark", "pyspark-client", "databricks-connect", "delta-spark"}
 
 
-def build_wheel(into: Path) -> Path:
-    """Build the wheel from a copy of what setuptools reads (so nothing is written into the
-    checkout) into `into`; return its path."""
-    source = into / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(ROOT / name, source / name)
-    shutil.copytree(
-        ROOT / "sharestate",
-        source / "sharestate",
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-    )
-    wheels = into / "wheels"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "--quiet",
-            str(source),
-            "-w",
-            str(wheels),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    (wheel,) = wheels.glob("sharestate-*.whl")
-    return wheel
-
-
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield build_wheel(tmp_path_factory.mktemp("wheel"))
+    yield build_wheel(ROOT, tmp_path_factory.mktemp("wheel"))
 
 
 def _dist_info(wheel: Path, name: str) -> str:
