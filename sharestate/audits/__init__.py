@@ -28,6 +28,7 @@ Column meanings, and why each rule is what it is: docs/audits.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -86,6 +87,7 @@ __all__ = [
     "AuditOptions",
     "Audits",
     "FindingCode",
+    "Settle",
     "Severity",
     "Source",
     "archived_intervals",
@@ -148,6 +150,16 @@ class Audits:
         return [frame for frame in frames if frame is not None]
 
 
+#: What `audit` does with results that several tables read, given together when they do
+#: not read each other: (frame, small) pairs -> the frames they read instead (a None frame
+#: stays None).
+Settle = Callable[[Sequence[tuple[DataFrame | None, bool]]], list[DataFrame | None]]
+
+
+def _as_they_are(frames: Sequence[tuple[DataFrame | None, bool]]) -> list[DataFrame | None]:
+    return [frame for frame, _ in frames]
+
+
 def _lag(
     state: DataFrame, end_offsets: DataFrame | None, group_records: DataFrame | None
 ) -> DataFrame | None:
@@ -166,19 +178,34 @@ def audit(
     *,
     group_records: DataFrame | None = None,
     end_offsets: DataFrame | None = None,
+    settle: Settle | None = None,
 ) -> Audits:
     """All audit tables from `share_state_records`, `share_partition_state`,
     `share_partition_history`, `quarantine`, and optionally `share_group_records` and an end
     offsets table. (An incremental run keeps them up to date from its new records:
-    `sharestate.job.incremental`.)"""
+    `sharestate.job.incremental`.)
+
+    `settle` is given the results that other audit tables read (with `small`: one of a few
+    rows per share-partition or fewer, not one that grows with the history), those that do
+    not read each other together, before the tables that read them are built; those read
+    what it returns: the caller computes each once there (persisted, or brought to the
+    driver), side by side if it likes. By default nothing is settled."""
     options = options or AuditOptions()
+    keep = settle or _as_they_are
     if SINCE not in state.columns:  # a state straight from `replay`
         state = state.join(start_offset_moves(history), list(KEY), "left")
-    counts = delivery_counts(state, options.delivery_count_limit)
-    ranges = archived_ranges(records, state, options.delivery_count_limit)
-    segments = share_partition_segments(history)
-    placements = share_partition_placements(segments)
-    groups = share_groups(group_records) if group_records is not None else None
+    counts, ranges, segments, groups, lag = keep(
+        [
+            (delivery_counts(state, options.delivery_count_limit), True),
+            (archived_ranges(records, state, options.delivery_count_limit), False),
+            (share_partition_segments(history), False),
+            (share_groups(group_records) if group_records is not None else None, True),
+            (_lag(state, end_offsets, group_records), True),
+        ]
+    )
+    assert counts is not None and ranges is not None and segments is not None
+    (placements,) = keep([(share_partition_placements(segments), True)])
+    assert placements is not None
     consumer_offsets_extents = None
     if group_records is not None:
         consumer_offsets_extents = position_extents(
@@ -198,9 +225,8 @@ def audit(
         consumer_offsets_extents=consumer_offsets_extents,
         group_records=group_records,
         groups=groups,
-        lag=_lag(state, end_offsets, group_records),
+        lag=lag,
     )
-    per_record = per_record_findings(inputs)
     return Audits(
         delivery_counts=counts,
         archived_ranges=ranges,
@@ -209,7 +235,7 @@ def audit(
         segments=segments,
         placements=placements,
         pruning_cutoff=pruning_cutoff(placements, inputs.share_state_positions),
-        findings=findings_table(inputs, per_record),
+        findings=findings_table(inputs, per_record_findings(inputs)),
         share_groups=groups,
         share_partition_lag=inputs.lag,
     )

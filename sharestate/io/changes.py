@@ -25,10 +25,12 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import unquote, urlparse
 
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from sharestate.backend import backend
@@ -169,6 +171,61 @@ def _delta_added_files(path: str, after: int, upto: int) -> list[str] | None:
                     if add.get("dataChange", True):
                         added.append(os.path.join(root, unquote(add["path"])))
     return added
+
+
+def rows_above(files: list[str], last_offsets: Mapping[int, int]) -> int:
+    """How many rows of the local Parquet `files` (Kafka-record schema) may lie above
+    `last_offsets` (partition -> the last offset processed), from the files' footers alone:
+    every row of a row group whose `offset` statistics reach above the last offset of a
+    partition its `partition` statistics span (or of the export, where they do not say).
+    A row group without statistics counts whole. An estimate that never misses a row above,
+    for the price of reading footers: an incremental run tells from it, before reading any
+    row, an increment too large for one (rows below the offsets, backfilled, are counted
+    when read)."""
+    lowest = min(last_offsets.values(), default=None)
+    rows = 0
+    for file in files:
+        metadata = pq.ParquetFile(local_path(file)).metadata
+        names = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
+        folder_partition = _folder_partition(file)
+        for index in range(metadata.num_row_groups):
+            group = metadata.row_group(index)
+            offsets = _min_max(group, names, "offset")
+            partitions = _min_max(group, names, "partition")
+            if partitions is None and folder_partition is not None:
+                partitions = (folder_partition, folder_partition)
+            if offsets is None:
+                rows += group.num_rows
+                continue
+            if partitions is None or partitions[1] - partitions[0] > len(last_offsets):
+                last = lowest
+            else:
+                spanned = [last_offsets.get(p) for p in range(partitions[0], partitions[1] + 1)]
+                last = None if None in spanned else min(o for o in spanned if o is not None)
+            if last is None or offsets[1] > last:
+                rows += group.num_rows
+    return rows
+
+
+def _min_max(group: Any, names: list[str], column: str) -> tuple[int, int] | None:
+    """The min and max statistics of `column` in a row group's metadata, if it has them."""
+    if column not in names:
+        return None
+    stats = group.column(names.index(column)).statistics
+    if stats is None or not stats.has_min_max:
+        return None
+    return int(stats.min), int(stats.max)
+
+
+def _folder_partition(file: str) -> int | None:
+    """The Kafka partition a `partition=N` folder of the file's path names, if one does."""
+    for part in reversed(os.path.dirname(file).split("/")):
+        if part.startswith("partition="):
+            try:
+                return int(unquote(part.split("=", 1)[1]))
+            except ValueError:
+                return None
+    return None
 
 
 def read_files(spark: SparkSession, root: str, files: list[str]) -> DataFrame:

@@ -42,6 +42,9 @@ from sharestate.io.tables import delta_table_sql, read_table, without_collations
 #: Rows above which a change goes through Spark's writer even for a local output: bringing
 #: them to the driver as Arrow would cost more than Spark's fixed cost per commit.
 DRIVER_ROWS_LIMIT: Final = 1_000_000
+#: Rows above which a small result (`rows_on_driver`) stays in Spark rather than coming to
+#: the driver.
+SMALL_TABLE_ROWS: Final = 100_000
 #: A table is compacted once one of its partitions holds more than this many files smaller
 #: than COMPACT_TARGET_BYTES: each incremental run adds a file to the tables it appends to
 #: and to the settled ranges' partition, and a MERGE scans every file of its table.
@@ -101,6 +104,15 @@ def arrow_frame(spark: SparkSession, table: pa.Table) -> DataFrame:
 
         return spark.createDataFrame([], from_arrow_schema(table.schema))
     return spark.createDataFrame(table.combine_chunks())
+
+
+def rows_on_driver(df: DataFrame, limit: int = SMALL_TABLE_ROWS) -> pa.Table | None:
+    """`df`'s rows on the driver, as Arrow, if it has at most `limit` of them; else None
+    (then no more than `limit` + 1 rows came to the driver): a small result, once brought
+    to the driver, is read by later queries as a local relation, computed once, without
+    Spark's cache (which a serverless session refuses)."""
+    rows = df.limit(limit + 1).toArrow()
+    return None if rows.num_rows > limit else rows
 
 
 def is_local(path: str, spark: SparkSession | None = None) -> bool:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlparse
 
+import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -22,6 +23,7 @@ from sharestate.io.files import (
     FileSystem,
     file_system,
     is_missing_source,
+    local_path,
     session_settings,
 )
 
@@ -123,6 +125,36 @@ def _write_table(
     _write_parquet_swapped(df, path, keep_previous)
     # Counting a Parquet table reads its files' footers only.
     return Written(df.sparkSession.read.parquet(path).count(), None)
+
+
+def write_delta_on_driver(path: str, rows: pa.Table) -> Written:
+    """Replace the local Delta table at `path` with `rows`, from the driver by delta-rs: one
+    commit, and no Spark job (Spark's writer runs several for the smallest table: the
+    table's snapshot, the write, Delta's post-commit work, the commit's metrics). Every
+    column is nullable in the table's schema, as Spark's Delta writer makes them, so the
+    table reads the same whichever writer wrote it."""
+    from deltalake import DeltaTable, write_deltalake
+
+    local = os.path.abspath(local_path(path))
+    write_deltalake(local, _nullable(rows), mode="overwrite", schema_mode="overwrite")
+    return Written(rows.num_rows, int(DeltaTable(local).version()))
+
+
+def _nullable(rows: pa.Table) -> pa.Table:
+    schema = pa.schema([_nullable_field(field) for field in rows.schema])
+    return rows if schema == rows.schema else rows.cast(schema)
+
+
+def _nullable_field(field: pa.Field) -> pa.Field:
+    kind = field.type
+    if pa.types.is_struct(kind):
+        kind = pa.struct([_nullable_field(kind.field(i)) for i in range(kind.num_fields)])
+    elif pa.types.is_map(kind):  # a map's keys are never null
+        kind = pa.map_(kind.key_field, _nullable_field(kind.item_field))
+    elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        item = _nullable_field(kind.value_field)
+        kind = pa.list_(item) if pa.types.is_list(kind) else pa.large_list(item)
+    return field.with_type(kind).with_nullable(True)
 
 
 def _previous_copy(path: str) -> str:

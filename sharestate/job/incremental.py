@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from sharestate.audits.findings.registry import Source
 from sharestate.backend import default_parallelism
 from sharestate.decode import spark as spark_decode
-from sharestate.io.changes import ExportFiles, list_export
+from sharestate.io.changes import ExportFiles, list_export, new_files, rows_above
 from sharestate.io.checkpoint import CHECKPOINT_TABLE, Checkpoint
 from sharestate.io.files import detect_format, local_path, session_settings
 from sharestate.io.store import TableStore, is_local
@@ -247,19 +247,43 @@ def _refuse_large(new: NewInputs, checkpoint: Checkpoint) -> None:
     (above SMALL_INCREMENT_ROWS) than the rows the tables hold: a full run over everything
     then costs no more than the increment, and needs no more memory than any full run."""
     rows = sum(arrived.counts.read for arrived in new.arrivals().values())
+    _refuse_rows(rows, checkpoint, "arrived to apply")
+
+
+def _refuse_large_before_reading(
+    config: JobConfig,
+    checkpoint: Checkpoint,
+    listings: dict[str, ExportFiles],
+    spark: SparkSession,
+) -> None:
+    """`_refuse_large` before any row is read, from the footers of the new files of the
+    local Parquet and Delta exports: rows above the offsets processed (`rows_above`). A
+    history's worth of new rows then costs a full run, not a read of them first; an export
+    moved (every file new, every row processed) is still an increment."""
+    paths = {SHARE_STATE: config.share_state, CONSUMER_OFFSETS: config.consumer_offsets}
+    rows = 0
+    for source, listing in listings.items():
+        path, earlier = paths.get(source), checkpoint.exports.get(source)
+        if not path or earlier is None or not is_local(path, spark):
+            continue
+        files = new_files(path, earlier, listing)
+        if files:
+            last = {p: extent.last for p, extent in checkpoint.extents.get(source, {}).items()}
+            rows += rows_above(files, last)
+    _refuse_rows(rows, checkpoint, "above the offsets processed, by the new files' footers,")
+
+
+def _refuse_rows(rows: int, checkpoint: Checkpoint, which: str) -> None:
     stored = sum(
         int(totals.get("decoded", 0)) + int(totals.get("quarantined", 0))
         for totals in (checkpoint.totals.get("inputs") or {}).values()
     )
     if rows > LARGE_INCREMENT_ROWS:
         raise IncrementTooLarge(
-            f"{rows:,} rows arrived to apply, more than an increment takes "
-            f"({LARGE_INCREMENT_ROWS:,})"
+            f"{rows:,} rows {which} more than an increment takes ({LARGE_INCREMENT_ROWS:,})"
         )
     if rows > max(stored, SMALL_INCREMENT_ROWS):
-        raise IncrementTooLarge(
-            f"{rows:,} rows arrived to apply, more than the {stored:,} the tables hold"
-        )
+        raise IncrementTooLarge(f"{rows:,} rows {which} more than the {stored:,} the tables hold")
 
 
 @dataclass(frozen=True)
@@ -293,6 +317,7 @@ def run_incremental(
     listings = export_listings(config, store.spark)
     if all(now.unchanged_since(checkpoint.exports.get(name)) for name, now in listings.items()):
         return None
+    _refuse_large_before_reading(config, checkpoint, listings, store.spark)
     restore_unfinished(store, checkpoint)
     if before_work is not None:
         before_work()

@@ -9,13 +9,15 @@ kept by one `CacheScope`, which the results carry and `Results.unpersist()` rele
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sharestate.audits import AuditOptions, Audits, audit
+from sharestate.audits import AuditOptions, Audits, Settle, audit
 from sharestate.decode import spark as spark_decode
 from sharestate.io.checkpoint import PLACEMENTS_TABLE
 from sharestate.io.exports import (
@@ -26,9 +28,11 @@ from sharestate.io.exports import (
     read_export,
 )
 from sharestate.io.files import unreadable_files_named
+from sharestate.io.store import arrow_frame, rows_on_driver
 from sharestate.job.cache import CacheScope
 from sharestate.job.config import JobConfig
 from sharestate.job.session import job_settings
+from sharestate.job.side_by_side import run_side_by_side
 from sharestate.kafka.records import parse_kafka_version
 from sharestate.kafka.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from sharestate.replay import as_of, replay
@@ -330,11 +334,21 @@ def _within_as_of(inputs: Inputs, decoded: DecodedInputs, config: JobConfig) -> 
 
 
 def audit_replayed(
-    replayed: Results, config: JobConfig, written: WrittenTables | None = None
+    replayed: Results,
+    config: JobConfig,
+    written: WrittenTables | None = None,
+    *,
+    settle_tables: bool = True,
 ) -> Results:
     """Audit step: `replayed` with the audit tables. `written`: this run's per-record tables
     as the job wrote them; by default the audits read the DataFrames of `replay_decoded`
-    (the history from the fold, the records and quarantine decoded)."""
+    (the history from the fold, the records and quarantine decoded).
+
+    The results several tables read are computed once (`settled`): the small ones are
+    brought to the driver here, the others persisted; so are the findings and the pruning
+    cut-off (a table and the run summary read each), unless `settle_tables` is false (the
+    job brings them to the driver as it writes them)."""
+    settle = settled(replayed.cache)
     seen, history = replayed.audit_inputs, replayed.share_partition_history
     state = replayed.share_partition_state
     if written is not None:
@@ -352,10 +366,35 @@ def audit_replayed(
         ),
         group_records=seen.group_records,
         end_offsets=seen.end_offsets,
+        settle=settle,
     )
-    for small in audits.worth_caching():
-        replayed.cache.keep(small, StorageLevel.MEMORY_AND_DISK)
+    if settle_tables:
+        findings, cutoff = settle([(audits.findings, True), (audits.pruning_cutoff, True)])
+        assert findings is not None and cutoff is not None
+        audits = replace(audits, findings=findings, pruning_cutoff=cutoff)
     return replace(replayed, audits=audits)
+
+
+def settled(cache: CacheScope) -> Settle:
+    """How the audits keep what several tables read: a small result on the driver (a local
+    relation: its rows computed once, and the plans that read it small), a bigger one
+    persisted in `cache`; those given together side by side (each is a few small Spark jobs,
+    whose fixed costs overlap)."""
+
+    def settle_one(frame: DataFrame | None, small: bool) -> DataFrame | None:
+        if frame is None:
+            return None
+        if small:
+            rows = rows_on_driver(frame)
+            if rows is not None:
+                return arrow_frame(frame.sparkSession, rows)
+        return cache.keep(frame, StorageLevel.MEMORY_AND_DISK)
+
+    def settle(frames: Sequence[tuple[DataFrame | None, bool]]) -> list[DataFrame | None]:
+        steps = [functools.partial(settle_one, frame, small) for frame, small in frames]
+        return run_side_by_side(steps)
+
+    return settle
 
 
 def _seen_as_written(seen: AuditInputs, written: WrittenTables, config: JobConfig) -> AuditInputs:

@@ -27,6 +27,7 @@ from sharestate.io.changes import ExportFiles
 from sharestate.io.checkpoint import (
     CHECKPOINT_TABLE,
     PARTITION_COLUMNS,
+    PLACEMENTS_TABLE,
     Checkpoint,
     Extent,
     checkpoint_frame,
@@ -35,13 +36,14 @@ from sharestate.io.checkpoint import (
 )
 from sharestate.io.files import unreadable_files_named
 from sharestate.io.lock import output_lock
-from sharestate.io.store import TableStore
+from sharestate.io.store import TableStore, arrow_frame, is_local, rows_on_driver
 from sharestate.io.tables import (
     Written,
     keep_writes,
     parquet_timestamps_as_int64_micros,
     read_table,
     undo_writes,
+    write_delta_on_driver,
     write_table,
 )
 from sharestate.job.cache import CacheScope
@@ -82,6 +84,25 @@ from sharestate.jvm import EngineInUse, engine_in_use
 
 log = logging.getLogger("sharestate")
 
+#: The tables of a few rows per share-partition or fewer, which a full run brings to the
+#: driver to write (`_OutputTables._write`): the per-record tables, and those that grow
+#: with the history (ranges, segments), are written by Spark from its executors.
+DRIVER_TABLES: Final = frozenset(
+    {
+        "share_partition_state",
+        "delivery_counts",
+        PLACEMENTS_TABLE,
+        "pruning_cutoff",
+        "share_groups",
+        "share_partition_lag",
+        "findings",
+        "run_summary",
+        CHECKPOINT_TABLE,
+    }
+)
+#: The tables a full run writes first, one at a time, before the small ones it writes with
+#: them (`_compute_and_write`).
+PER_RECORD_WRITTEN_FIRST: Final = ("share_state_records", "share_partition_history")
 #: How many audit tables a full run writes at once (`_OutputTables.write_side_by_side`).
 AUDIT_WRITERS: Final = 4
 
@@ -161,11 +182,16 @@ def _compute_and_write(
     replayed = replay_decoded(inputs, decoded, config, cache, keep_history=False)
     try:
         first = replayed.tables()
-        for name, df in first.items():
-            tables.write(name, df)
+        # The two tables of a row per record, one after the other (each keeps the cores
+        # busy; the history's pass hands the state over); the small ones side by side.
+        for name in PER_RECORD_WRITTEN_FIRST:
+            tables.write(name, first[name])
+        tables.write_side_by_side(
+            {name: df for name, df in first.items() if name not in PER_RECORD_WRITTEN_FIRST}
+        )
         log.info("auditing the replayed state")
         per_record = tables.written_tables(replayed.share_partition_state, cache)
-        results = audit_replayed(replayed, config, per_record)
+        results = audit_replayed(replayed, config, per_record, settle_tables=False)
         tables.write_side_by_side(
             {name: df for name, df in results.tables().items() if name not in first}
         )
@@ -238,30 +264,48 @@ class _OutputTables:
         self.done: dict[str, Written] = {}
         #: Table -> the Delta commit this run made.
         self.versions: dict[str, int | None] = {}
+        #: The tables that came to the driver to be written (`_write`), as written.
+        self.on_driver: dict[str, pa.Table] = {}
+        #: Whether delta-rs commits the tables on the driver: a Delta output on the local
+        #: file system that this process and Spark both see.
+        self.commits_on_driver = config.output_format == "delta" and is_local(output, spark)
 
     def write(self, name: str, df: DataFrame) -> None:
         """Write one table and log what it wrote: the tables are computed as they are
         written, so each write is a stage of the run."""
         log.info("writing %s", name)
         started = time.monotonic()
-        path = f"{self.output}/{name}"
-        written = write_table(
-            df,
-            path,
-            self.config.output_format,
-            stats_columns=stats_columns(name),
-            partition_by=PARTITION_COLUMNS.get(name, ()),
-            keep_previous=True,
-        )
-        self.done[path] = written
-        self.versions[name] = written.version
+        written = self._write(name, df)
         rows = f"{written.rows:,} rows" if written.rows is not None else "rows not counted"
         log.info("wrote %s: %s in %.1f s", name, rows, time.monotonic() - started)
 
+    def _write(self, name: str, df: DataFrame) -> Written:
+        """Write table `name`: one of DRIVER_TABLES comes to the driver first if it is small
+        (and is read back from there), and is committed by delta-rs where the output is a
+        local Delta folder; any other through Spark."""
+        path = f"{self.output}/{name}"
+        rows = rows_on_driver(df) if name in DRIVER_TABLES else None
+        if rows is not None:
+            self.on_driver[name] = rows
+        if rows is not None and self.commits_on_driver:
+            written = write_delta_on_driver(path, rows)
+        else:
+            written = write_table(
+                arrow_frame(self.spark, rows) if rows is not None else df,
+                path,
+                self.config.output_format,
+                stats_columns=stats_columns(name),
+                partition_by=PARTITION_COLUMNS.get(name, ()),
+                keep_previous=True,
+            )
+        self.done[path] = written
+        self.versions[name] = written.version
+        return written
+
     def write_side_by_side(self, frames: dict[str, DataFrame]) -> None:
         """Write the tables of `frames`, AUDIT_WRITERS at a time: each is small (a row per
-        share-partition or fewer), so its time is mostly Spark's fixed cost per job and
-        Delta's per commit, which overlap."""
+        share-partition or fewer, or a range or segment per share-partition), so its time
+        is mostly Spark's fixed cost per job and Delta's per commit, which overlap."""
         steps = [lambda name=name, df=df: self.write(name, df) for name, df in frames.items()]
         run_side_by_side(steps, at_most=AUDIT_WRITERS)
 
@@ -269,13 +313,12 @@ class _OutputTables:
         return {name: v for name, v in self.versions.items() if v is not None}
 
     def write_checkpoint(self, checkpoint: DataFrame) -> None:
-        path = f"{self.output}/{CHECKPOINT_TABLE}"
-        self.done[path] = write_table(
-            checkpoint, path, self.config.output_format, keep_previous=True
-        )
+        self._write(CHECKPOINT_TABLE, checkpoint)
 
     def read_back(self, name: str) -> DataFrame:
-        """The table this run wrote to `name`."""
+        """The table this run wrote to `name` (from the driver, if it came there)."""
+        if name in self.on_driver:
+            return arrow_frame(self.spark, self.on_driver[name])
         table = read_table(self.spark, f"{self.output}/{name}", self.config.output_format)
         if table is None:
             raise InputError(f"{self.output}/{name}: the table this run wrote cannot be read back")
@@ -283,13 +326,17 @@ class _OutputTables:
 
     def written_tables(self, state: DataFrame, cache: CacheScope) -> WrittenTables:
         """The per-record tables as written, and the state (`state`, as written) computed
-        once with its lineage cut (its table read back where the session refuses local
-        checkpoints), for the audits of a full run."""
+        once with its lineage cut (the rows written from the driver, else a local
+        checkpoint, else its table read back where the session refuses local checkpoints),
+        for the audits of a full run."""
+        state_as_written = (
+            self.read_back("share_partition_state")
+            if "share_partition_state" in self.on_driver
+            else cache.checkpoint(state, instead=lambda: self.read_back("share_partition_state"))
+        )
         return WrittenTables(
             share_partition_history=self.read_back("share_partition_history"),
-            share_partition_state=cache.checkpoint(
-                state, instead=lambda: self.read_back("share_partition_state")
-            ),
+            share_partition_state=state_as_written,
             share_state_records=self.read_back("share_state_records"),
             quarantine=self.read_back("quarantine"),
         )
@@ -298,8 +345,16 @@ class _OutputTables:
         """`results` with the per-record tables read back, for the run summary to count: it
         then counts what was written, and a few columns of the written tables are cheaper
         to read than the decoded rows, whole, from the disk cache (or, when nothing was
-        cached, than decoding again for each count)."""
+        cached, than decoding again for each count); and with the audit tables that came to
+        the driver to be written (the findings, the pruning cut-off) as they came there."""
         groups = results.share_group_records
+        audits = results.audits
+        if audits is not None:
+            audits = replace(
+                audits,
+                findings=self.read_back("findings"),
+                pruning_cutoff=self.read_back("pruning_cutoff"),
+            )
         return replace(
             results,
             share_state_records=self.read_back("share_state_records"),
@@ -307,6 +362,7 @@ class _OutputTables:
             share_group_records=self.read_back("share_group_records")
             if groups is not None
             else None,
+            audits=audits,
         )
 
     def put_back(self) -> None:
