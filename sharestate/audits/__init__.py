@@ -120,7 +120,7 @@ __all__ = [
 @dataclass(frozen=True)
 class Audits:
     """The audit tables. `poison_messages` and `archived_messages` are two filters of
-    `archived_ranges`: persist that one to explode and merge the batches once."""
+    `archived_ranges` (which `audit` settles, so the batches are exploded and merged once)."""
 
     delivery_counts: DataFrame
     archived_ranges: DataFrame
@@ -133,21 +133,6 @@ class Audits:
     findings: DataFrame
     share_groups: DataFrame | None = None
     share_partition_lag: DataFrame | None = None
-
-    def worth_caching(self) -> list[DataFrame]:
-        """The small results that several tables (or a table and the run summary) read:
-        persist them to compute each once. The rest are filters of these."""
-        frames = [
-            self.delivery_counts,
-            self.archived_ranges,
-            self.segments,
-            self.placements,
-            self.pruning_cutoff,
-            self.share_groups,
-            self.share_partition_lag,
-            self.findings,
-        ]
-        return [frame for frame in frames if frame is not None]
 
 
 #: What `audit` does with results that several tables read, given together when they do

@@ -30,6 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import unquote, urlparse
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
@@ -174,18 +177,18 @@ def _delta_added_files(path: str, after: int, upto: int) -> list[str] | None:
 
 
 def rows_above(files: list[str], last_offsets: Mapping[int, int]) -> int:
-    """How many rows of the local Parquet `files` (Kafka-record schema) may lie above
-    `last_offsets` (partition -> the last offset processed), from the files' footers alone:
-    every row of a row group whose `offset` statistics reach above the last offset of a
-    partition its `partition` statistics span (or of the export, where they do not say).
-    A row group without statistics counts whole. An estimate that never misses a row above,
-    for the price of reading footers: an incremental run tells from it, before reading any
-    row, an increment too large for one (rows below the offsets, backfilled, are counted
-    when read)."""
-    lowest = min(last_offsets.values(), default=None)
+    """How many rows of the local Parquet `files` (Kafka-record schema) lie above
+    `last_offsets` (partition -> the last offset processed; a partition without one was
+    never processed), without Spark: an incremental run tells from it, before reading any
+    row through Spark, an increment too large for one (rows below the offsets, backfilled,
+    are counted when read). A row group's footer statistics settle it when its offsets all
+    lie at or below the last offsets of the partitions it spans, or it holds one partition
+    and its offsets all lie above; any other row group has its `partition` and `offset`
+    columns read and compared row by row."""
     rows = 0
     for file in files:
-        metadata = pq.ParquetFile(local_path(file)).metadata
+        parquet = pq.ParquetFile(local_path(file))
+        metadata = parquet.metadata
         names = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
         folder_partition = _folder_partition(file)
         for index in range(metadata.num_row_groups):
@@ -194,17 +197,60 @@ def rows_above(files: list[str], last_offsets: Mapping[int, int]) -> int:
             partitions = _min_max(group, names, "partition")
             if partitions is None and folder_partition is not None:
                 partitions = (folder_partition, folder_partition)
-            if offsets is None:
-                rows += group.num_rows
+            settled = _settled_by_footer(offsets, partitions, last_offsets)
+            if settled is not None:
+                rows += group.num_rows if settled else 0
                 continue
-            if partitions is None or partitions[1] - partitions[0] > len(last_offsets):
-                last = lowest
-            else:
-                spanned = [last_offsets.get(p) for p in range(partitions[0], partitions[1] + 1)]
-                last = None if None in spanned else min(o for o in spanned if o is not None)
-            if last is None or offsets[1] > last:
-                rows += group.num_rows
+            columns = [c for c in ("partition", "offset") if c in names]
+            read = parquet.read_row_group(index, columns=columns)
+            rows += _count_above(read, folder_partition, last_offsets)
     return rows
+
+
+def _settled_by_footer(
+    offsets: tuple[int, int] | None,
+    partitions: tuple[int, int] | None,
+    last_offsets: Mapping[int, int],
+) -> bool | None:
+    """True: every row of the row group lies above; False: none does; None: its footer
+    cannot tell."""
+    if offsets is None or partitions is None or partitions[1] - partitions[0] > len(last_offsets):
+        return None
+    spanned = [last_offsets.get(p) for p in range(partitions[0], partitions[1] + 1)]
+    if all(last is not None and offsets[1] <= last for last in spanned):
+        return False
+    last = spanned[0]
+    if partitions[0] == partitions[1] and (last is None or offsets[0] > last):
+        return True
+    return None
+
+
+def _count_above(
+    read: pa.Table, folder_partition: int | None, last_offsets: Mapping[int, int]
+) -> int:
+    """Rows of `read` (its `partition` and `offset` columns) above their partition's last
+    offset processed."""
+    if "offset" not in read.column_names:  # not a Kafka-record file: its schema check says so
+        return int(read.num_rows)
+    # A null offset counts above; a null partition is one never processed.
+    offsets = pc.fill_null(read.column("offset"), np.iinfo(np.int64).max).to_numpy()
+    if "partition" in read.column_names:
+        partitions = pc.fill_null(read.column("partition"), -1).to_numpy()
+    elif folder_partition is not None:
+        partitions = np.full(len(offsets), folder_partition)
+    else:  # no partition to go by: above the lowest last offset
+        lowest = min(last_offsets.values(), default=-1)
+        return int(np.count_nonzero(offsets > lowest))
+    size = max([*last_offsets, int(partitions.max(initial=0))]) + 1
+    # -1 below every offset: a partition never processed has all its rows above.
+    last = np.full(size, -1, dtype=np.int64)
+    for partition, offset in last_offsets.items():
+        if partition >= 0:
+            last[partition] = offset
+    known = partitions >= 0
+    above = np.ones(len(offsets), dtype=bool)
+    above[known] = offsets[known] > last[partitions[known]]
+    return int(np.count_nonzero(above))
 
 
 def _min_max(group: Any, names: list[str], column: str) -> tuple[int, int] | None:

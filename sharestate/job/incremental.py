@@ -256,10 +256,11 @@ def _refuse_large_before_reading(
     listings: dict[str, ExportFiles],
     spark: SparkSession,
 ) -> None:
-    """`_refuse_large` before any row is read, from the footers of the new files of the
-    local Parquet and Delta exports: rows above the offsets processed (`rows_above`). A
-    history's worth of new rows then costs a full run, not a read of them first; an export
-    moved (every file new, every row processed) is still an increment."""
+    """`_refuse_large` before Spark reads any row, from the new files of the local Parquet
+    and Delta exports: their rows above the offsets processed (`rows_above`: footers, and
+    two columns where those do not tell). A history's worth of new rows then costs a full
+    run, not a read of them first; an export moved (every file new, every row processed)
+    is still an increment."""
     paths = {SHARE_STATE: config.share_state, CONSUMER_OFFSETS: config.consumer_offsets}
     rows = 0
     for source, listing in listings.items():
@@ -270,7 +271,7 @@ def _refuse_large_before_reading(
         if files:
             last = {p: extent.last for p, extent in checkpoint.extents.get(source, {}).items()}
             rows += rows_above(files, last)
-    _refuse_rows(rows, checkpoint, "above the offsets processed, by the new files' footers,")
+    _refuse_rows(rows, checkpoint, "in new files above the offsets processed,")
 
 
 def _refuse_rows(rows: int, checkpoint: Checkpoint, which: str) -> None:

@@ -10,7 +10,7 @@ generation and adaptive execution while it runs: the results do not depend on ei
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -383,6 +383,13 @@ def hand(spark: SparkSession, fast_sql: None) -> HandBuilt:
     options = audits.AuditOptions(
         delivery_count_limit=5, stall_span_seconds=180, state_topic_partitions=N
     )
+    kept: list[DataFrame] = []
+
+    def persisted(frames: Sequence[tuple[DataFrame | None, bool]]) -> list[DataFrame | None]:
+        out = [frame.persist() if frame is not None else None for frame, _ in frames]
+        kept.extend(frame for frame in out if frame is not None)
+        return out
+
     result = audits.audit(
         records,
         state,
@@ -391,10 +398,9 @@ def hand(spark: SparkSession, fast_sql: None) -> HandBuilt:
         options,
         group_records=_group_records_df(spark),
         end_offsets=end_offsets,
+        settle=persisted,
     )
     assert result.share_groups is not None and result.share_partition_lag is not None
-    for frame in result.worth_caching():
-        frame.persist()
     built = HandBuilt(
         delivery_counts=result.delivery_counts.collect(),
         poison=result.poison_messages.collect(),
@@ -407,7 +413,7 @@ def hand(spark: SparkSession, fast_sql: None) -> HandBuilt:
             audits.share_partition_placements(result.segments), None
         ).collect(),
     )
-    for frame in result.worth_caching():
+    for frame in kept:
         frame.unpersist()
     return built
 

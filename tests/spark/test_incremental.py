@@ -382,10 +382,10 @@ def test_an_increment_larger_than_an_increment_takes_runs_as_a_full_run(
     monkeypatch.setattr(incremental_module, "LARGE_INCREMENT_ROWS", arrived - 1)
     summary = _run(spark, export, output, "incremental")
     assert summary["mode"] == "full"
-    # Told from the new file's footers, before any row is read.
+    # Told from the new file before Spark reads it.
     assert summary["full_run_because"] == (
-        f"{arrived:,} rows above the offsets processed, by the new files' footers, more than"
-        f" an increment takes ({arrived - 1:,})"
+        f"{arrived:,} rows in new files above the offsets processed, more than an increment"
+        f" takes ({arrived - 1:,})"
     )
     _run(spark, export, tmp_path / "full", "full")
     _assert_same_tables(output, tmp_path / "full")
