@@ -3,6 +3,8 @@ delivery-state names, message text, ages, and Kafka's partitioner hash."""
 
 from __future__ import annotations
 
+from typing import Final
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -68,3 +70,17 @@ def kafka_key_hash(group_id: Column, topic_id: Column, partition: Column) -> Col
         finish,
     )
     return F.when(group_id.isNotNull() & topic_id.isNotNull() & partition.isNotNull(), hashed)
+
+
+#: Decimal digits enough for any offset difference and a sum of many: offset arithmetic
+#: that must not overflow Spark's ANSI longs (impossible batches near the ends of a long).
+EXACT: Final = "decimal(38,0)"
+_TWO_TO_63: Final = 2**63
+
+
+def as_java_long(exact: Column) -> Column:
+    """An exact integer as Java's long arithmetic wraps it."""
+    # As text: 2^63 and 2^64 are past a Python int that Spark takes as a long.
+    shift = F.lit(str(_TWO_TO_63)).cast(EXACT)
+    wrapped = F.pmod(exact + shift, F.lit(str(2 * _TWO_TO_63)).cast(EXACT)) - shift
+    return wrapped.cast("long")

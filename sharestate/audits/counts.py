@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sharestate.audits.columns import delivery_state_name, live_state
+from sharestate.audits.columns import EXACT, as_java_long, delivery_state_name, live_state
 from sharestate.decode.columns import KEY
 
 
@@ -14,7 +14,11 @@ def delivery_counts(state: DataFrame, delivery_count_limit: int = 5) -> DataFram
     """Offsets per (share-partition, delivery_state, delivery_count) in the final state of
     every share-partition that is not deleted."""
     batch = F.col("b")
-    size = F.greatest(batch["last_offset"] - batch["first_offset"] + 1, F.lit(0))
+    # Exact, in decimals: an impossible batch (offsets near the ends of a long) must not
+    # overflow Spark's ANSI arithmetic; the total is then a long as Java's arithmetic
+    # wraps it, as the state's offset counts are.
+    exact = batch["last_offset"].cast(EXACT) - batch["first_offset"].cast(EXACT) + F.lit(1)
+    size = F.greatest(exact, F.lit(0).cast(EXACT))
     return (
         live_state(state)
         .select(*KEY, F.explode("state_batches").alias("b"))
@@ -24,7 +28,7 @@ def delivery_counts(state: DataFrame, delivery_count_limit: int = 5) -> DataFram
             batch["delivery_count"].alias("delivery_count"),
         )
         .agg(
-            F.sum(size).cast("long").alias("offsets"),
+            as_java_long(F.sum(size)).alias("offsets"),
             F.count(F.lit(1)).alias("batches"),
             F.min(batch["first_offset"]).alias("first_offset"),
             F.max(batch["last_offset"]).alias("last_offset"),

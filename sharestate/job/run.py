@@ -290,8 +290,9 @@ class _OutputTables:
         if rows is not None and self.commits_on_driver:
             written = write_delta_on_driver(path, rows)
         else:
+            # Rows on the driver make one file: coalescing them runs no work upstream.
             written = write_table(
-                arrow_frame(self.spark, rows) if rows is not None else df,
+                arrow_frame(self.spark, rows).coalesce(1) if rows is not None else df,
                 path,
                 self.config.output_format,
                 stats_columns=stats_columns(name),

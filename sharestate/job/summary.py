@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from sharestate.audits import REASON_DELIVERY_LIMIT, SEVERITIES
+from sharestate.audits.columns import EXACT, as_java_long
 from sharestate.decode.columns import KEY
 from sharestate.io.exports import count_rows
 from sharestate.job.pipeline import Results
@@ -179,7 +180,11 @@ def _archived_counts(ranges: DataFrame) -> dict[str, Any]:
     by_reason = {
         row["reason"]: (int(row["ranges"]), int(row["offsets"] or 0))
         for row in ranges.groupBy("reason")
-        .agg(F.count(F.lit(1)).alias("ranges"), F.sum("offsets").alias("offsets"))
+        .agg(
+            F.count(F.lit(1)).alias("ranges"),
+            # Exact, then wrapped as the tables' counts are: no ANSI overflow.
+            as_java_long(F.sum(F.col("offsets").cast(EXACT))).alias("offsets"),
+        )
         .collect()
     }
     poison = by_reason.pop(REASON_DELIVERY_LIMIT, (0, 0))

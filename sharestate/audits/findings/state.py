@@ -6,7 +6,14 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sharestate.audits.columns import age_at_least, hours_between, live_state, message
+from sharestate.audits.columns import (
+    EXACT,
+    age_at_least,
+    as_java_long,
+    hours_between,
+    live_state,
+    message,
+)
 from sharestate.audits.findings.registry import (
     FindingCode,
     Found,
@@ -29,7 +36,10 @@ def delivery_count_above_limit(delivery_counts: DataFrame, delivery_count_limit:
     above = (
         delivery_counts.filter(F.col("delivery_count") > F.lit(delivery_count_limit))
         .groupBy(*KEY)
-        .agg(F.sum("offsets").alias("_offsets"), F.max("delivery_count").alias("_max"))
+        .agg(
+            as_java_long(F.sum(F.col("offsets").cast(EXACT))).alias("_offsets"),
+            F.max("delivery_count").alias("_max"),
+        )
     )
     return Found(
         above,
@@ -51,7 +61,10 @@ def _waiting_share_partitions(state: DataFrame, lag: DataFrame | None) -> DataFr
     """Live share-partitions with records waiting: Available or Acquired offsets in the final
     state (`_waiting`), or lag > 0 (`_lag`); with when the start offset last moved
     (`_since`)."""
-    waiting = F.col("available_offsets") + F.col("acquired_offsets")
+    # Exact, then a long as Java wraps it (as the counts are): no ANSI overflow.
+    waiting = as_java_long(
+        F.col("available_offsets").cast(EXACT) + F.col("acquired_offsets").cast(EXACT)
+    )
     candidates = live_state(state).select(
         *KEY, "effective_start_offset", waiting.alias("_waiting"), F.col(SINCE).alias("_since")
     )
