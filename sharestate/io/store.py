@@ -37,7 +37,12 @@ from pyspark.sql import functions as F
 from sharestate.arrow_keys import rows_by_key
 from sharestate.backend import backend
 from sharestate.io.files import local_path
-from sharestate.io.tables import delta_table_sql, read_table, without_collations
+from sharestate.io.tables import (
+    delta_table_sql,
+    read_table,
+    without_collations,
+    write_delta_on_driver,
+)
 
 #: Rows above which a change goes through Spark's writer even for a local output: bringing
 #: them to the driver as Arrow would cost more than Spark's fixed cost per commit.
@@ -276,9 +281,7 @@ class TableStore:
         if not self.local:
             return self.overwrite(name, arrow_frame(self.spark, rows).coalesce(1))
         self._forget(name)
-        from deltalake import write_deltalake
-
-        write_deltalake(self._local_path(name), rows, mode="overwrite")
+        write_delta_on_driver(self._local_path(name), rows)
         return self._delta_rs_change(name, "overwrite")
 
     def replace(

@@ -271,7 +271,7 @@ def _refuse_large_before_reading(
         if files:
             last = {p: extent.last for p, extent in checkpoint.extents.get(source, {}).items()}
             rows += rows_above(files, last)
-    _refuse_rows(rows, checkpoint, "in new files above the offsets processed,")
+    _refuse_rows(rows, checkpoint, "in new files above the offsets processed")
 
 
 def _refuse_rows(rows: int, checkpoint: Checkpoint, which: str) -> None:
@@ -281,10 +281,10 @@ def _refuse_rows(rows: int, checkpoint: Checkpoint, which: str) -> None:
     )
     if rows > LARGE_INCREMENT_ROWS:
         raise IncrementTooLarge(
-            f"{rows:,} rows {which} more than an increment takes ({LARGE_INCREMENT_ROWS:,})"
+            f"{rows:,} rows {which}, more than an increment takes ({LARGE_INCREMENT_ROWS:,})"
         )
     if rows > max(stored, SMALL_INCREMENT_ROWS):
-        raise IncrementTooLarge(f"{rows:,} rows {which} more than the {stored:,} the tables hold")
+        raise IncrementTooLarge(f"{rows:,} rows {which}, more than the {stored:,} the tables hold")
 
 
 @dataclass(frozen=True)
