@@ -25,8 +25,8 @@ $(JARS)/.fetched: scripts/fetch_jars.sh
 	bash scripts/fetch_jars.sh $(JARS)
 	touch $@
 
-$(TEST_JARS)/.fetched: scripts/fetch_test_jars.sh
-	bash scripts/fetch_test_jars.sh $(TEST_JARS)
+$(TEST_JARS)/.fetched: scripts/fetch_test_jars.sh $(VENV)/.installed
+	bash scripts/fetch_test_jars.sh $(TEST_JARS) $(PY)
 	touch $@
 
 # The Python sources of the row contract the jar is built from (sharestate/jvm/contract.py
@@ -44,7 +44,7 @@ $(JARS)/sharestate-jvm.jar: $(VENV)/.installed scripts/build_jvm.sh $(JVM_CONTRA
 $(JARS)/driver-classes.jsa: $(VENV)/.installed $(JARS)/.fetched $(JARS)/sharestate-jvm.jar scripts/build_class_archive.py
 	$(PY) scripts/build_class_archive.py $(JARS)
 
-setup: $(VENV)/.installed $(JARS)/.fetched $(JARS)/sharestate-jvm.jar $(JARS)/driver-classes.jsa $(TEST_JARS)/.fetched ## virtualenv with the package, Delta and Kafka jars, the JVM fast paths and the driver's class archive in .jars/, JUnit in .test-jars/
+setup: $(VENV)/.installed $(JARS)/.fetched $(JARS)/sharestate-jvm.jar $(JARS)/driver-classes.jsa $(TEST_JARS)/.fetched ## virtualenv with the package, Delta and Kafka jars, the JVM fast paths and the driver's class archive in .jars/, JUnit and an HDFS mini-cluster in .test-jars/
 
 run: setup ## generate sample exports, run the job on them (Spark local[*]), show the replayed state
 	$(PY) -m sharestate sample --output $(SAMPLE)
@@ -103,13 +103,14 @@ test-kafka: setup setup-kafka ## only the real-broker tests, including the slow 
 replay-corpus: ## regenerate tests/kafka/replay_corpus/ with Kafka's own ShareCoordinatorShard (needs Maven and Java 17)
 	bash tests/kafka/kafka_harness/generate_replay_corpus.sh
 
-bench: setup ## decode (N=2000000), replay (R=10000000 records, S=20000 share-partitions; half and double too), the whole job, incremental runs (R and R/4 histories), the job on classic and Spark Connect sessions (1M records), a big increment and a small export (2M and 500k records)
+bench: setup ## decode (N=2000000), replay (R=10000000 records, S=20000 share-partitions; half and double too), the whole job, incremental runs (R and R/4 histories), the job on classic and Spark Connect sessions (1M records), a big increment and a small export (2M and 500k records), increments on local files and on HDFS
 	$(PY) bench/bench_decode.py --records $${N:-2000000}
 	$(PY) bench/bench_replay.py --records $${R:-10000000} --share-partitions $${S:-20000}
 	$(PY) bench/bench_job.py --records $${R:-10000000} --share-partitions $${S:-20000}
 	$(PY) bench/bench_incremental.py --records $${R:-10000000} --share-partitions $${S:-20000}
 	$(PY) bench/bench_sessions.py
 	$(PY) bench/bench_shapes.py
+	$(PY) bench/bench_streams.py
 
 dist: setup ## dist/sharestate.zip for spark-submit --py-files
 	mkdir -p dist

@@ -385,6 +385,19 @@ COLUMNS: Final[dict[str, tuple[str, list[Column]]]] = {
             ("500k: fresh 10,000 new", _seconds("small", "fresh_increment", "seconds")),
         ],
     ),
+    "streams": (
+        "Streams (`bench/bench_streams.py`): 10,000 new records on a 470,000-record history,"
+        " one session, the median of three turns; the export and output local or on HDFS (a"
+        " mini-cluster)",
+        [
+            ("local Parquet", _seconds("local-parquet", "increment_seconds")),
+            ("local Delta", _seconds("local-delta", "increment_seconds")),
+            ("HDFS Parquet", _seconds("hdfs-parquet", "increment_seconds")),
+            ("HDFS Delta", _seconds("hdfs-delta", "increment_seconds")),
+            ("HDFS / local: Parquet", _ratio("hdfs_over_local_parquet", suffix="x")),
+            ("HDFS / local: Delta", _ratio("hdfs_over_local_delta", suffix="x")),
+        ],
+    ),
 }
 
 

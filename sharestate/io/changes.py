@@ -1,23 +1,16 @@
-"""What an export holds now, and which of its files are new since a run saw it.
+"""What a local export holds now, without Spark: for the checks an incremental run makes
+before Spark reads a row.
 
-An export only grows: an exporter adds files (a Parquet folder) or commits (a Delta table);
-it does not rewrite what it wrote. So an incremental run lists the export and reads only
-the files it has not seen (`ExportFiles`, kept in the checkpoint), instead of filtering
-every file of the export for rows above the checkpoint, which costs a read of every file's
-footer and grows with the export. The rows of a new file can still lie below the
-checkpoint (a late file, a re-export of a lost range): the run tells those apart.
+What a run reads is what the inputs' streams deliver (`sharestate.io.streams`: Spark's own
+sources, on any file system). A local export is also listed here, so that a scheduled run
+can tell "nothing new" before it starts Spark, and tell a history's worth of new rows
+(`rows_above`) before a stream reads them:
 
 * Parquet folder: its files as Spark lists them (recursively, without names starting with
-  `_` or `.`), with size and modification time, so a file rewritten in place counts as new
-  (a local folder through `os`, any other through Spark's binary-file source).
-* Delta table on the local file system: its version; the files new since a version are the
-  `add` actions of the commits after it. A commit that removes data files (a rewrite, a
-  delete) or uses deletion vectors, a log cleaned of the commits needed, or a table with
-  column mapping make the new files unknown (`None`): the run then filters the whole export.
-* Anything else (a Delta table elsewhere, `kafka://`): unknown, the same fallback.
-
-Listing uses no Spark where the export is local, so a run can tell "nothing new" before it
-starts Spark.
+  `_` or `.`), with size and modification time.
+* Delta table: its version; the files new since a version are the `add` actions of the
+  commits after it (None where a commit did more than add files: the check is skipped).
+* Anything else (off the local file system, `kafka://`): untracked; its stream tells.
 """
 
 from __future__ import annotations
@@ -34,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from sharestate.backend import backend
 from sharestate.io.files import local_path
@@ -95,25 +88,6 @@ def _list_local_parquet(root: str) -> dict[str, list[int]]:
     return files
 
 
-def _list_parquet_through_spark(spark: SparkSession, root: str) -> dict[str, list[int]]:
-    """The export's files as Spark lists them (any Hadoop file system, any session): the
-    binary-file source's path, size and modification time, without reading a byte of
-    content (the source reads it only when its `content` column is asked for)."""
-    listing = (
-        spark.read.format("binaryFile")
-        .option("recursiveFileLookup", "true")
-        .load(root)
-        .select("path", "length", "modificationTime")
-    )
-    return {
-        str(row["path"]): [
-            int(row["length"]),
-            int(row["modificationTime"].timestamp() * 1000),
-        ]
-        for row in listing.collect()
-    }
-
-
 def _local_delta_version(root: str) -> int | None:
     log = os.path.join(os.path.abspath(local_path(root)), "_delta_log")
     versions = [int(m.group(1)) for n in os.listdir(log) if (m := _COMMIT.match(n))]
@@ -123,15 +97,13 @@ def _local_delta_version(root: str) -> int | None:
 
 
 def list_export(path: str, fmt: str, spark: SparkSession | None = None) -> ExportFiles:
-    """What the export at `path` (format `fmt`: parquet, delta or kafka) holds now. Without
-    `spark`, only a local export can be listed (else: untracked)."""
+    """What the export at `path` (format `fmt`: parquet, delta or kafka) holds now, if it
+    is local (else: untracked; its stream tells what is new)."""
     local = urlparse(path).scheme in ("", "file")
     if spark is not None:
         local = backend(spark).is_local(path)
     if fmt == PARQUET and local:
         return ExportFiles(PARQUET, _list_local_parquet(path))
-    if fmt == PARQUET and spark is not None:
-        return ExportFiles(PARQUET, _list_parquet_through_spark(spark, path))
     if fmt == DELTA and local:
         return ExportFiles(DELTA, version=_local_delta_version(path))
     return ExportFiles(UNTRACKED)
@@ -272,10 +244,3 @@ def _folder_partition(file: str) -> int | None:
             except ValueError:
                 return None
     return None
-
-
-def read_files(spark: SparkSession, root: str, files: list[str]) -> DataFrame:
-    """The rows of `files`, Parquet files under the export `root` (partition folders named
-    `column=value` under it give their columns, as when the folder is read whole)."""
-    base = os.path.abspath(local_path(root)) if urlparse(root).scheme in ("", "file") else root
-    return spark.read.option("basePath", base).parquet(*files)

@@ -5,9 +5,10 @@ processed there (first and last offset, and how many: the offsets between them t
 not counted are the export's gaps), with the Delta version of every table the run wrote
 (`table_versions`: a reader that wants one run's tables, and an incremental run that finds
 a later, unfinished run's commits, go by these). One row also carries, as JSON (`carried`),
-what the next incremental run needs besides: what each export held (`ExportFiles`: its
-files or version, to read only what is new), the options the tables were computed with,
-and the run summary's running totals.
+what the next incremental run needs besides: what each export held (`ExportFiles`: a local
+export's files or version, to tell "nothing new" without Spark), the inputs' streams
+(`sharestate.io.streams`: which of their batches the tables hold), the options the tables
+were computed with, and the run summary's running totals.
 
 The checkpoint is written last: a run killed before it leaves the previous one in force.
 It can be read without Spark (delta-rs) where the output is local, so that a scheduled run
@@ -28,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sharestate.io.changes import ExportFiles
 from sharestate.io.files import local_path
+from sharestate.io.streams import Streams
 
 CHECKPOINT_TABLE: Final = "_checkpoint"
 #: Every share-partition's placements (`audits.share_partition_placements`: a row per
@@ -37,8 +39,8 @@ CHECKPOINT_TABLE: Final = "_checkpoint"
 PLACEMENTS_TABLE: Final = "_placements"
 #: Bumped when what the checkpoint holds, or the layout of the tables an incremental run
 #: changes, changes meaning; an older one means a full run. 3: `PLACEMENTS_TABLE`, and the
-#: range tables partitioned by `settled`.
-CHECKPOINT_FORMAT: Final = 3
+#: range tables partitioned by `settled`. 4: the inputs' streams (`Streams`).
+CHECKPOINT_FORMAT: Final = 4
 CHECKPOINT_SCHEMA: Final = (
     "source string, partition int, first_offset bigint, max_offset bigint, rows bigint,"
     " state_version bigint, written_at timestamp, carried string,"
@@ -99,6 +101,8 @@ class Checkpoint:
     options: Mapping[str, Any] = field(default_factory=dict)
     #: The run summary's running totals.
     totals: Mapping[str, Any] = field(default_factory=dict)
+    #: The inputs' streams, and the last of their batches the tables hold.
+    streams: Streams | None = None
     written_at: datetime | None = None
     format: int = CHECKPOINT_FORMAT
 
@@ -110,6 +114,7 @@ def _carried(checkpoint: Checkpoint) -> str:
             "exports": {name: e.to_json() for name, e in checkpoint.exports.items()},
             "options": dict(checkpoint.options),
             "totals": dict(checkpoint.totals),
+            "streams": checkpoint.streams.to_json() if checkpoint.streams else None,
         },
         sort_keys=True,
     )
@@ -179,6 +184,7 @@ def parse_checkpoint(rows: list[dict[str, Any]]) -> Checkpoint | None:
         exports=exports,
         options=carried.get("options") or {},
         totals=carried.get("totals") or {},
+        streams=Streams.from_json(carried.get("streams")),
         written_at=written,
     )
 

@@ -197,11 +197,11 @@ def read_export(
         rows = _read_kafka(spark, path, topic, kafka_timeout_seconds)
         return Export(check_schema(rows, what, path), "kafka", path)
     fmt = detect_format(spark, path, what) if input_format == "auto" else input_format
-    df = _load(spark, path, fmt, what)
+    df = load_table(spark, path, fmt, what)
     return Export(check_schema(df, what, path), fmt, path)
 
 
-def _load(spark: SparkSession, path: str, fmt: str, what: str) -> DataFrame:
+def load_table(spark: SparkSession, path: str, fmt: str, what: str) -> DataFrame:
     """The table at `path`, resolved now so that a bad path fails here, naming the option."""
     try:
         df = spark.read.format(fmt).load(path)
@@ -228,7 +228,7 @@ def read_end_offsets(spark: SparkSession, path: str, input_format: str = "auto")
     if is_kafka_uri(path):
         raise InputError(f"{what} {path}: expected a Parquet folder or a Delta table")
     fmt = detect_format(spark, path, what) if input_format == "auto" else input_format
-    df = _load(spark, path, fmt, what)
+    df = load_table(spark, path, fmt, what)
     types = {f.name: f.dataType for f in df.schema.fields}
     problems = [f"missing column {c}" for c in ("partition", "end_offset") if c not in types]
     if "topic_id" not in types and "topic" not in types:

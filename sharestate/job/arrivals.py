@@ -1,9 +1,8 @@
-"""What an incremental run reads: the rows that arrived in the exports since the checkpoint.
+"""What an incremental run applies: the rows that arrived in the exports since the checkpoint.
 
-For each input the export is listed (`sharestate.io.changes`); only the files it has not
-seen are read, or, where the export cannot be tracked by its files (`kafka://`, a Delta
-table off the local file system, a rewritten Delta log), the whole export. Every row read
-is then placed against what the checkpoint says was processed (`Extent`s per partition):
+Each input's stream (`sharestate.io.streams`) delivers what arrived in its export since
+the last run. Every row delivered is placed against what the checkpoint says was
+processed (`Extent`s per partition):
 
 * `new`: above the last processed offset of its partition (or on a partition not seen);
 * `backfill`: below the checkpoint but not processed: before the partition's first
@@ -24,10 +23,9 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sharestate.io.changes import ExportFiles, list_export, new_files, read_files
+from sharestate.io.changes import ExportFiles
 from sharestate.io.checkpoint import Checkpoint, Extent
-from sharestate.io.exports import RowCounts, check_schema, count_rows, deduplicate, read_export
-from sharestate.io.files import detect_format
+from sharestate.io.exports import RowCounts, count_rows, deduplicate
 from sharestate.job.cache import CacheScope
 
 NEW: Final = "new"
@@ -46,11 +44,11 @@ class Arrivals:
     listing: ExportFiles
     format: str
     path: str
-    #: Rows read (every row of the new files, or of the whole export when untracked).
+    #: Rows its stream delivered (the whole export when it was read whole).
     read: int
     processed: int
     backfill: int
-    #: False when the export could not be tracked by its files and was read whole.
+    #: False when the export was read whole (its stream started again: its path changed).
     tracked: bool
     #: The rows to process, counted (`count_rows`: duplicates among them too).
     counts: RowCounts
@@ -119,42 +117,32 @@ _EMPTY_EXPORT: Final = (
 )
 
 
-def read_arrivals(
+def place_arrivals(
     spark: SparkSession,
     *,
     source: str,
+    rows: DataFrame | None,
+    listing: ExportFiles,
+    fmt: str,
     path: str,
-    what: str,
-    topic: str,
-    input_format: str,
+    read_whole: bool,
     checkpoint: Checkpoint,
     cache: CacheScope,
     gaps: DataFrame | None = None,
     stored_positions: DataFrame | None = None,
 ) -> Arrivals:
-    """The rows of input `source` (export at `path`) that this run processes.
-    `stored_positions` (partition, offset of the stored rows of an input without listed
-    gaps): looked up for the rows of new files that lie inside the extents."""
-    kafka = path.startswith("kafka://")
-    fmt = (
-        "kafka"
-        if kafka
-        else (detect_format(spark, path, what) if input_format == "auto" else input_format)
-    )
-    listing = list_export(path, fmt, spark)
-    earlier = checkpoint.exports.get(source)
-    files = new_files(path, earlier, listing) if earlier is not None else None
-    if files is None:
-        rows = read_export(spark, path, what=what, topic=topic, input_format=fmt).rows
-    elif files:
-        rows = check_schema(read_files(spark, path, files), what, path)
-    else:
+    """The rows of input `source` (export at `path`) that this run processes, of `rows`:
+    what its stream delivered (`sharestate.io.streams`; None: nothing), the whole export
+    when `read_whole`. `stored_positions` (partition, offset of the stored rows of an
+    input without listed gaps): looked up for the rows that lie inside the extents."""
+    if rows is None:
         rows = spark.createDataFrame([], _EMPTY_EXPORT)
     extents = extents_frame(spark, checkpoint.extents.get(source, {}))
     placed = cache.keep(classify(rows, extents, gaps), StorageLevel.MEMORY_AND_DISK)
     counts = _counts(placed)
-    # Only rows of new files are looked up: an export read whole would look up every row.
-    if stored_positions is not None and files and counts.get(PROCESSED, 0):
+    # An export read whole would look up every row: its rows inside the extents are
+    # taken as processed.
+    if stored_positions is not None and not read_whole and counts.get(PROCESSED, 0):
         placed = cache.keep(look_up(placed, stored_positions), StorageLevel.MEMORY_AND_DISK)
         counts = _counts(placed)
     to_process = placed.filter(F.col(ARRIVAL) != PROCESSED)
@@ -166,7 +154,7 @@ def read_arrivals(
         read=sum(counts.values()),
         processed=counts.get(PROCESSED, 0),
         backfill=counts.get(BACKFILL, 0),
-        tracked=files is not None,
+        tracked=not read_whole,
         counts=count_rows(to_process),
         backfill_positions=to_process.filter(F.col(ARRIVAL) == BACKFILL)
         .select("partition", "offset")

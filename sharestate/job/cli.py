@@ -1,6 +1,7 @@
 """The `sharestate` command (also `python -m sharestate`).
 
     sharestate replay --share-state PATH [--consumer-offsets PATH] --output DIR [options]
+    sharestate follow --share-state PATH --output DIR [--every SPAN | --once] [options]
     sharestate sample --output DIR
 
 Errors in options or inputs print one line and exit with code 2; a run whose records are
@@ -50,8 +51,40 @@ def _parser() -> argparse.ArgumentParser:
         "once for several files, applied in order (default: conf/spark-job.conf, then "
         "conf/spark-local.conf, those present)",
     )
+    _add_follow_command(commands)
     _add_sample_command(commands, SampleSpec())
     return parser
+
+
+def _add_follow_command(commands: Any) -> None:
+    """`sharestate follow`: the replay's options, each round an incremental run."""
+    follow = commands.add_parser(
+        "follow",
+        help="keep the tables up to date: an incremental run every interval, until stopped",
+        description="Run `replay --mode incremental` every --every on one session until "
+        "stopped (SIGTERM or Ctrl-C: the round in progress ends, no other starts; again: "
+        "the round stops and puts back what it wrote). Each round reads what the inputs' "
+        "streams deliver: a Parquet folder's or Delta table's new files, or a kafka:// "
+        "topic's new records, which the output then keeps after Kafka prunes them.",
+    )
+    add_replay_arguments(follow)
+    follow.add_argument(
+        "--every",
+        default="1m",
+        metavar="SPAN",
+        help="how often a round starts, e.g. 30s, 5m (default: %(default)s)",
+    )
+    follow.add_argument(
+        "--once",
+        action="store_true",
+        help="one round, then stop: what a scheduler starts",
+    )
+    follow.add_argument(
+        "--spark-conf",
+        metavar="FILE",
+        action="append",
+        help="spark-defaults style file of settings for the local session (as for replay)",
+    )
 
 
 def _add_sample_command(commands: Any, defaults: SampleSpec) -> None:
@@ -106,6 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "sample":
         return launch.run_guarded("sharestate", lambda: _sample(args))
+    if args.command == "follow":
+        return launch.run_guarded("sharestate", lambda: _follow(args))
     return launch.run_guarded("sharestate", lambda: _replay(args))
 
 
@@ -191,6 +226,36 @@ def _replay(args: argparse.Namespace) -> int:
         launch.quiet_console(spark)
         with _memory_failures_said(config, _driver_memory(spark)):
             run_job(spark, config, show=args.show)
+    return 0
+
+
+def _follow(args: argparse.Namespace) -> int:
+    """The follow command: incremental rounds on one session until stopped
+    (`sharestate.job.follow`)."""
+    import threading
+
+    from sharestate.errors import UsageError
+    from sharestate.job import launch
+    from sharestate.job.config import parse_span
+    from sharestate.job.follow import follow, stop_between_rounds
+    from sharestate.job.run import main as run_job
+
+    if args.mode not in (None, "incremental"):
+        raise UsageError(f"--mode {args.mode}: follow runs incremental rounds only")
+    args.mode = "incremental"
+    config = config_from_args(args)
+    every = parse_span(args.every, "--every")
+    remote = launch.remote_url(args.remote)
+    if remote is not None or launch.platform_session_expected():
+        spark = launch.remote_session(remote)
+    else:
+        from sharestate.job.session import local_session
+
+        spark = local_session(conf_file=args.spark_conf)
+    launch.quiet_console(spark)
+    stop = threading.Event()
+    with stop_between_rounds(stop), _memory_failures_said(config, _driver_memory(spark)):
+        follow(lambda: run_job(spark, config, show=args.show), every, once=args.once, stop=stop)
     return 0
 
 

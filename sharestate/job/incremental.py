@@ -31,11 +31,13 @@ from pyspark.sql import functions as F
 from sharestate.audits.findings.registry import Source
 from sharestate.backend import default_parallelism
 from sharestate.decode import spark as spark_decode
-from sharestate.io.changes import ExportFiles, list_export, new_files, rows_above
+from sharestate.io import streams as streams_io
+from sharestate.io.changes import UNTRACKED, ExportFiles, list_export, new_files, rows_above
 from sharestate.io.checkpoint import CHECKPOINT_TABLE, Checkpoint
 from sharestate.io.files import detect_format, local_path, session_settings
 from sharestate.io.store import TableStore, is_local
-from sharestate.job.arrivals import Arrivals, read_arrivals
+from sharestate.io.streams import StreamInput, Streams
+from sharestate.job.arrivals import Arrivals, place_arrivals
 from sharestate.job.cache import CacheScope
 from sharestate.job.config import JobConfig
 from sharestate.job.increment import (
@@ -178,39 +180,112 @@ def _stored_positions(store: TableStore, source: str) -> DataFrame:
     return positions[0].unionByName(positions[1])
 
 
+@dataclass(frozen=True)
+class Delivered:
+    """What the inputs' streams delivered since the checkpoint (`arrive`)."""
+
+    #: source -> the rows its stream delivered that the tables do not hold (None: none).
+    rows: dict[str, DataFrame | None]
+    #: The streams, with the batches delivered counted as applied (for the next
+    #: checkpoint, written once they are).
+    streams: Streams
+    #: The sources whose stream started again (an export's path changed): read whole.
+    read_whole: frozenset[str]
+    #: source -> the export's format (parquet, delta, kafka).
+    formats: dict[str, str]
+
+    def nothing(self) -> bool:
+        return all(rows is None for rows in self.rows.values())
+
+
+def stream_inputs(config: JobConfig, spark: SparkSession) -> list[StreamInput]:
+    """The inputs a run follows with a stream each (`sharestate.io.streams`)."""
+    inputs = [(SHARE_STATE, config.share_state, "--share-state", SHARE_STATE_TOPIC)]
+    if config.consumer_offsets:
+        inputs.append(
+            (
+                CONSUMER_OFFSETS,
+                config.consumer_offsets,
+                "--consumer-offsets",
+                CONSUMER_OFFSETS_TOPIC,
+            )
+        )
+    return [
+        StreamInput(
+            source=source,
+            path=path,
+            format=_input_format(path, config.input_format, spark),
+            what=what,
+            topic=topic,
+            kafka_timeout_seconds=config.kafka_timeout_seconds,
+        )
+        for source, path, what, topic in inputs
+    ]
+
+
+def arrive(config: JobConfig, store: TableStore, checkpoint: Checkpoint) -> Delivered:
+    """Run each input's stream (AvailableNow) and take what it delivered; an export that
+    changed rather than grew raises `FullRunNeeded` (a full run reads it as it is)."""
+    inputs = stream_inputs(config, store.spark)
+    if checkpoint.streams is None:
+        raise FullRunNeeded("the last run did not start the inputs' streams")
+    streams = checkpoint.streams.at(store.output).for_inputs(inputs)
+    # A new generation starts every input's stream again.
+    again = streams.generation != checkpoint.streams.generation
+    read_whole = frozenset(i.source for i in inputs) if again else frozenset()
+    started = time.monotonic()
+    try:
+        arrived = {i.source: streams_io.arrive(store.spark, streams, i) for i in inputs}
+    except streams_io.ExportChanged as changed:
+        raise FullRunNeeded(changed.reason) from None
+    log.info("ran the inputs' streams in %.1f s", time.monotonic() - started)
+    applied = {source: a.last_batch for source, a in arrived.items()}
+    return Delivered(
+        {source: a.rows for source, a in arrived.items()},
+        streams.with_applied(applied),
+        read_whole,
+        {i.source: i.format for i in inputs},
+    )
+
+
 def read_new_inputs(
     config: JobConfig,
     store: TableStore,
     checkpoint: Checkpoint,
     stored_findings: DataFrame,
     cache: CacheScope,
+    delivered: Delivered,
+    listings: dict[str, ExportFiles],
 ) -> NewInputs:
-    """Read what arrived in each export since the checkpoint, and decode it."""
+    """Place what each input's stream delivered against the checkpoint, and decode it."""
     spark = store.spark
-    state = read_arrivals(
-        spark,
-        source=SHARE_STATE,
-        path=config.share_state,
-        what="--share-state",
-        topic=SHARE_STATE_TOPIC,
-        input_format=config.input_format,
-        checkpoint=checkpoint,
-        cache=cache,
+
+    def place(source: str, path: str, **lookups: DataFrame) -> Arrivals:
+        return place_arrivals(
+            spark,
+            source=source,
+            rows=delivered.rows.get(source),
+            listing=listings.get(source, ExportFiles(UNTRACKED)),
+            fmt=delivered.formats[source],
+            path=path,
+            read_whole=source in delivered.read_whole,
+            checkpoint=checkpoint,
+            cache=cache,
+            **lookups,
+        )
+
+    state = place(
+        SHARE_STATE,
+        config.share_state,
         gaps=cache.keep(known_gaps(stored_findings), StorageLevel.MEMORY_AND_DISK),
     )
     state_decoded = spark_decode.decode_share_state(state.deduplicated(), config.kafka_version)
     _keep_decoded(state_decoded, cache)
     if not config.consumer_offsets:
         return NewInputs(state, state_decoded)
-    offsets = read_arrivals(
-        spark,
-        source=CONSUMER_OFFSETS,
-        path=config.consumer_offsets,
-        what="--consumer-offsets",
-        topic=CONSUMER_OFFSETS_TOPIC,
-        input_format=config.input_format,
-        checkpoint=checkpoint,
-        cache=cache,
+    offsets = place(
+        CONSUMER_OFFSETS,
+        config.consumer_offsets,
         stored_positions=_stored_positions(store, CONSUMER_OFFSETS),
     )
     groups = spark_decode.decode_consumer_offsets(offsets.deduplicated(), config.kafka_version)
@@ -234,12 +309,16 @@ LARGE_INCREMENT_ROWS: Final = 250_000
 SMALL_INCREMENT_ROWS: Final = 20_000
 
 
-class IncrementTooLarge(Exception):
-    """The rows an incremental run would apply call for a full run instead (`reason`)."""
+class FullRunNeeded(Exception):
+    """What an incremental run found calls for a full run instead (`reason`)."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class IncrementTooLarge(FullRunNeeded):
+    """The rows an incremental run would apply call for a full run instead."""
 
 
 def _refuse_large(new: NewInputs, checkpoint: Checkpoint) -> None:
@@ -295,8 +374,20 @@ class IncrementalRun(Generic[Beside]):
     increment: Increment
     audits: AuditTables
     listings: dict[str, ExportFiles]
+    #: The inputs' streams, with the batches this run applied.
+    streams: Streams
     #: What the caller's `beside` returned.
     beside: Beside
+
+
+@dataclass(frozen=True)
+class NothingArrived:
+    """The inputs' streams delivered nothing new, though a local export's listing changed
+    (a compaction, a file the last run's stream had already read) or a stream started
+    again: the checkpoint takes the new listing and streams, and no table changes."""
+
+    listings: dict[str, ExportFiles]
+    streams: Streams
 
 
 def run_incremental(
@@ -307,14 +398,15 @@ def run_incremental(
     written: list[str],
     beside: Callable[[NewInputs, Increment], Beside],
     before_work: Callable[[], object] | None = None,
-) -> IncrementalRun[Beside] | None:
+) -> IncrementalRun[Beside] | NothingArrived | None:
     """Bring every table under the output up to date with what arrived since `checkpoint`;
     None when nothing arrived (then nothing is written). `written` gets the name of each
     table as the run changes it: the caller puts those back if the run fails.
     `beside` runs once the touched share-partitions are replayed, side by side with the
     steps that write the tables (the run summary's counts of the new rows: small Spark
     jobs that need nothing the steps write). `before_work` runs once it is known that
-    something arrived, before anything is read."""
+    something may have arrived, before anything is read. `NothingArrived`: the streams
+    delivered nothing, and only the checkpoint is to be written again."""
     listings = export_listings(config, store.spark)
     if all(now.unchanged_since(checkpoint.exports.get(name)) for name, now in listings.items()):
         return None
@@ -322,8 +414,14 @@ def run_incremental(
     restore_unfinished(store, checkpoint)
     if before_work is not None:
         before_work()
+    delivered = arrive(config, store, checkpoint)
+    end_offsets = listings.get(END_OFFSETS)
+    if delivered.nothing() and (
+        end_offsets is None or end_offsets.unchanged_since(checkpoint.exports.get(END_OFFSETS))
+    ):
+        return NothingArrived(listings, delivered.streams)
     with _small_data_settings(store.spark):
-        return _apply(config, store, checkpoint, cache, written, listings, beside)
+        return _apply(config, store, checkpoint, cache, written, listings, delivered, beside)
 
 
 @contextmanager
@@ -353,11 +451,12 @@ def _apply(
     cache: CacheScope,
     written: list[str],
     listings: dict[str, ExportFiles],
+    delivered: Delivered,
     beside: Callable[[NewInputs, Increment], Beside],
 ) -> IncrementalRun[Beside]:
     started = time.monotonic()
     stored_findings = cache.keep(store.read("findings"), StorageLevel.MEMORY_AND_DISK)
-    new = read_new_inputs(config, store, checkpoint, stored_findings, cache)
+    new = read_new_inputs(config, store, checkpoint, stored_findings, cache, delivered, listings)
     log.info("read the new rows in %.1f s", time.monotonic() - started)
     _refuse_large(new, checkpoint)
     increment = Increment(
@@ -414,7 +513,7 @@ def _apply(
     )
     compact_written(increment)
     log.info("wrote the tables in %.1f s", time.monotonic() - started)
-    return IncrementalRun(new, increment, audits, listings, counted)
+    return IncrementalRun(new, increment, audits, listings, delivered.streams, counted)
 
 
 def _write_records_and_state(increment: Increment, quarantine: DataFrame) -> None:

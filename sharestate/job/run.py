@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from sharestate.audits import exported_positions, gaps_arrow, position_extents, quarantine_kinds
 from sharestate.errors import InputError
+from sharestate.io import streams as streams_io
 from sharestate.io.changes import ExportFiles
 from sharestate.io.checkpoint import (
     CHECKPOINT_TABLE,
@@ -37,6 +38,7 @@ from sharestate.io.checkpoint import (
 from sharestate.io.files import unreadable_files_named
 from sharestate.io.lock import output_lock
 from sharestate.io.store import TableStore, arrow_frame, is_local, rows_on_driver
+from sharestate.io.streams import Streams
 from sharestate.io.tables import (
     Written,
     keep_writes,
@@ -50,12 +52,14 @@ from sharestate.job.cache import CacheScope
 from sharestate.job.config import JobConfig
 from sharestate.job.increment import Increment
 from sharestate.job.incremental import (
+    FullRunNeeded,
     IncrementalRun,
-    IncrementTooLarge,
     NewInputs,
+    NothingArrived,
     export_listings,
     run_incremental,
     run_options,
+    stream_inputs,
     why_not_incremental,
 )
 from sharestate.job.pipeline import (
@@ -136,8 +140,8 @@ def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any
                 assert checkpoint is not None
                 try:
                     return _incremental(spark, config, output, checkpoint, show)
-                except IncrementTooLarge as large:
-                    reason = large.reason
+                except FullRunNeeded as needed:
+                    reason = needed.reason
             log.info("running as a full run: %s", reason)
             return _full(spark, config, output, show, because=reason)
         return _full(spark, config, output, show)
@@ -151,12 +155,18 @@ def _full(
 ) -> dict[str, Any]:
     """A full run; `because`: why a run asked to be incremental is not (in its summary)."""
     engine = _start_work(spark, config, engine_in_use(spark))
-    # Listed before anything is read: a file added during the run is read by the next.
+    # Listed, and the streams started, before anything is read: what arrives during the run
+    # is read by the next (and what both read, applied once).
     listings = export_listings(config, spark)
+    streams = _start_streams(spark, config, output)
     tables = _OutputTables(spark, config, output)
     with CacheScope() as cache:
-        summary = _compute_and_write(spark, config, tables, cache, listings, engine, because)
+        summary = _compute_and_write(
+            spark, config, tables, cache, listings, engine, because, streams
+        )
     tables.keep()
+    if streams is not None:
+        streams_io.tidy(spark, streams)
     _report(config, output, summary, show, spark)
     return summary
 
@@ -169,6 +179,7 @@ def _compute_and_write(
     listings: dict[str, ExportFiles],
     engine: EngineInUse,
     because: str | None = None,
+    streams: Streams | None = None,
 ) -> dict[str, Any]:
     """Read, decode, replay; write the per-record tables and the state; audit; write the
     audit tables; count the summary; write the checkpoint. If a step fails, the tables
@@ -215,12 +226,21 @@ def _compute_and_write(
                 exports=listings,
                 options=run_options(config),
                 totals=totals,
+                streams=streams,
             )
             tables.write_checkpoint(checkpoint_frame(spark, checkpoint))
     except BaseException:
         tables.put_back()
         raise
     return summary
+
+
+def _start_streams(spark: SparkSession, config: JobConfig, output: str) -> Streams | None:
+    """The inputs' streams, started for the incremental runs that go on from this one (a
+    run of Delta tables that keeps a checkpoint); None for any other."""
+    if config.as_of is not None or config.output_format != "delta":
+        return None
+    return streams_io.start(spark, output, stream_inputs(config, spark))
 
 
 def _start_work(spark: SparkSession, config: JobConfig, engine: EngineInUse) -> EngineInUse:
@@ -405,6 +425,10 @@ def _incremental(
             )
             if run is None:
                 return _nothing_new(config, checkpoint)
+            if isinstance(run, NothingArrived):
+                _keep_listings(spark, store, checkpoint, run, written)
+                streams_io.tidy(spark, run.streams)
+                return _nothing_new(config, checkpoint)
             summary, totals, extents = _incremental_summary(run, checkpoint)
             summary["engine"] = engine_summary(engine)
             summary["delivery_count_limit"] = config.delivery_count_limit
@@ -560,8 +584,27 @@ def _finish_incremental(
         exports=run.listings,
         options=run_options(config),
         totals=totals,
+        streams=run.streams,
     )
     store.overwrite(CHECKPOINT_TABLE, checkpoint_frame(spark, new_checkpoint))
+    streams_io.tidy(spark, run.streams)
+
+
+def _keep_listings(
+    spark: SparkSession,
+    store: TableStore,
+    checkpoint: Checkpoint,
+    nothing: NothingArrived,
+    written: list[str],
+) -> None:
+    """The checkpoint again with the exports' new listings and streams (nothing arrived):
+    the next run can tell "nothing new" before it starts Spark."""
+    versions = dict(checkpoint.table_versions)
+    written.append(CHECKPOINT_TABLE)
+    kept = replace(checkpoint, exports=nothing.listings, streams=nothing.streams, written_at=None)
+    store.overwrite(
+        CHECKPOINT_TABLE, checkpoint_frame(spark, replace(kept, table_versions=versions))
+    )
 
 
 def _put_back(store: TableStore, checkpoint: Checkpoint, written: list[str]) -> None:

@@ -714,6 +714,52 @@ def _pruned_log_starts(log: Path) -> dict[int, int]:
     return starts
 
 
+def test_an_incremental_run_follows_the_topic(
+    spark: SparkSession,
+    broker: Broker,
+    exports: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """`--mode incremental` on `kafka://`: Spark's Kafka source delivers the records its
+    stream has not read. The first run saw an export of each partition's earlier records;
+    the next reads the topic through its stream (a new one: the input's path changed), finds
+    the earlier records processed, applies the rest, and the tables end as a full run over
+    the topic; a run after it finds nothing new."""
+    from sharestate.job.run import main
+    from tests.support.tables import assert_same_rows
+
+    work = tmp_path_factory.mktemp("follow-kafka")
+    topic = f"kafka://{broker.bootstrap}"
+    whole = spark.read.parquet(str(exports[f"parquet/{SHARE_STATE_TOPIC}"]))
+    early = whole.filter("offset < 20")
+    early.write.parquet(str(work / "early"))
+
+    def run(share_state: str, output: str, mode: str) -> dict[str, Any]:
+        config = JobConfig(
+            share_state=share_state,
+            output=output,
+            mode=mode,
+            delivery_count_limit=DELIVERY_COUNT_LIMIT,
+            state_topic_partitions=int(
+                BASE_PROPERTIES["share.coordinator.state.topic.num.partitions"]
+            ),
+        )
+        return main(spark, config)
+
+    out = str(work / "out")
+    assert run(str(work / "early"), out, "incremental")["mode"] == "full"
+    summary = run(topic, out, "incremental")
+    inputs = summary["inputs"]["share_state"]
+    assert summary["mode"] == "incremental", summary
+    assert inputs["export_read_whole"] and inputs["already_processed"] == early.count()
+    assert inputs["rows_read"] == whole.count() - early.count() > 0
+    run(topic, str(work / "full"), "full")
+    tables = [p.name for p in (work / "full").iterdir() if (p / "_delta_log").is_dir()]
+    for name in sorted(set(tables) - {"run_summary", "_checkpoint"}):
+        assert_same_rows(work / "out" / name, work / "full" / name)
+    assert run(topic, out, "incremental").get("nothing_new") is True
+
+
 def test_pruned_log_replays_to_the_same_state(
     spark: SparkSession, broker: Broker, scenario: dict[str, Any], job: JobView
 ) -> None:

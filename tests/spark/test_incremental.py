@@ -42,7 +42,9 @@ RUN_TABLES = {"run_summary", "_checkpoint"}
 
 
 def _tables(output: Path) -> list[str]:
-    return sorted(p.name for p in output.iterdir() if p.is_dir() and p.name not in RUN_TABLES)
+    return sorted(
+        p.name for p in output.iterdir() if (p / "_delta_log").is_dir() and p.name not in RUN_TABLES
+    )
 
 
 def _assert_same_tables(got: Path, want: Path) -> None:

@@ -23,3 +23,16 @@ def run_sharestate(*args: str, timeout: float = 300) -> subprocess.CompletedProc
         timeout=timeout,
         check=False,
     )
+
+
+def start_sharestate(*args: str) -> subprocess.Popen[str]:
+    """`python -m sharestate ARGS` started, not waited for (stdout and stderr piped)."""
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_MODE_ENABLED"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "sharestate", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )

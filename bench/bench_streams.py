@@ -1,0 +1,176 @@
+"""Incremental runs on the inputs' streams (`make bench`): the same 10,000-record increments
+on a local Parquet folder, a local Delta export, and both on HDFS (a real mini-cluster,
+`tests/support/hdfs.py`) with the output beside them, in one Spark session.
+
+The history is bench_shapes' 500,009-record export (1,000 share-partitions; cached in
+bench-data/) less its newest 30,000 records, which arrive as three increments of about
+10,000, one per turn; each run goes on from the one before (nothing is copied between
+turns). Per place: the full run over the history, then the three increments: seconds
+(their median is the measure), the streams' seconds (the job's log), the rows read.
+
+Goal (issue 41): on the remote file system of the tests, the increment within 1.5x of the
+same increment on local files (before the streams, a run there read the whole export).
+Results go to bench/results/ (date, commit, machine, settings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from deltalake import write_deltalake
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_incremental import _newest  # noqa: E402
+from bench_replay import bench_session  # noqa: E402
+from bench_results import machine, spark_settings, write_result  # noqa: E402
+from bench_shapes import _export  # noqa: E402
+
+from sharestate.io.store import arrow_frame  # noqa: E402
+from sharestate.job import JobConfig  # noqa: E402
+from sharestate.job import main as run_job  # noqa: E402
+from tests.support.hdfs import mini_hdfs  # noqa: E402
+
+INCREMENT, TURNS = 10_000, 3
+PLACES = ("local-parquet", "local-delta", "hdfs-parquet", "hdfs-delta")
+_STREAMS = re.compile(r"ran the inputs' streams in ([0-9.]+) s")
+
+
+class _Log(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def take(self) -> list[str]:
+        taken, self.messages = self.messages, []
+        return taken
+
+
+def _layout(records: int, share_partitions: int, seed: int) -> tuple[pa.Table, list[pa.Table]]:
+    """The history and the TURNS increments, newest last."""
+    folder = _export(records, share_partitions, seed, newest=INCREMENT)
+    table = pa.concat_tables(
+        [ds.dataset(folder / "s").to_table(), pq.read_table(folder / "new.parquet")],
+        promote_options="default",
+    )
+    increments = []
+    for _ in range(TURNS):
+        newest = _newest(table, INCREMENT)
+        increments.insert(0, table.filter(newest))
+        table = table.filter(pc.invert(newest))
+    return table, increments
+
+
+def _add(spark: Any, place: str, export: str, rows: pa.Table, turn: int) -> None:
+    """`rows` arrive in the export as an exporter adds them: a new file, or a commit."""
+    if place == "local-parquet":
+        Path(export).mkdir(parents=True, exist_ok=True)
+        pq.write_table(rows, f"{export}/part-{turn:03d}.parquet")
+    elif place == "local-delta":
+        write_deltalake(export, rows, mode="append")
+    else:
+        fmt = place.split("-")[1]
+        arrow_frame(spark, rows).write.format(fmt).mode("append").save(export)
+
+
+def _run(spark: Any, export: str, output: str, log: _Log) -> dict[str, Any]:
+    log.take()
+    started = time.perf_counter()
+    summary = run_job(spark, JobConfig(share_state=export, output=output, mode="incremental"))
+    seconds = time.perf_counter() - started
+    streams = [float(m.group(1)) for line in log.take() if (m := _STREAMS.search(line))]
+    inputs = summary.get("inputs", {}).get("share_state", {})
+    return {
+        "seconds": round(seconds, 2),
+        "mode": summary.get("mode"),
+        "streams_seconds": streams[0] if streams else None,
+        "rows_read": inputs.get("rows_read"),
+        "already_processed": inputs.get("already_processed"),
+    }
+
+
+def _place(
+    spark: Any, place: str, root: str, history: pa.Table, increments: list[pa.Table], log: _Log
+) -> dict[str, Any]:
+    export, output = f"{root}/{place}/export", f"{root}/{place}/out"
+    _add(spark, place, export, history, 0)
+    full = _run(spark, export, output, log)
+    turns = []
+    for turn, rows in enumerate(increments, start=1):
+        _add(spark, place, export, rows, turn)
+        turns.append(_run(spark, export, output, log))
+        print(f"{place}: turn {turn}: {turns[-1]}", flush=True)
+    return {
+        "full_history": full,
+        "turns": turns,
+        "increment_seconds": statistics.median(t["seconds"] for t in turns),
+        "increment_rows": [r.num_rows for r in increments],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--share-partitions", type=int, default=1_000)
+    parser.add_argument("--seed", type=int, default=40)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    log = _Log()
+    logging.getLogger("sharestate").addHandler(log)
+    logging.getLogger("sharestate").setLevel(logging.INFO)
+    history, increments = _layout(args.records, args.share_partitions, args.seed)
+    spark = bench_session("bench-streams")
+    local = Path(tempfile.mkdtemp(prefix="bench-streams-"))
+    results: dict[str, Any] = {}
+    try:
+        with mini_hdfs() as hdfs:
+            for place in PLACES:
+                root = f"{hdfs}/bench" if place.startswith("hdfs") else str(local)
+                results[place] = _place(spark, place, root, history, increments, log)
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+    for fmt in ("parquet", "delta"):
+        remote, here = results[f"hdfs-{fmt}"], results[f"local-{fmt}"]
+        results[f"hdfs_over_local_{fmt}"] = round(
+            remote["increment_seconds"] / here["increment_seconds"], 2
+        )
+    results["goals"] = {
+        f"hdfs_{fmt}_within_1_5x_of_local": results[f"hdfs_over_local_{fmt}"] <= 1.5
+        for fmt in ("parquet", "delta")
+    }
+    settings = {
+        "command": "bench/bench_streams.py",
+        "records": args.records,
+        "share_partitions": args.share_partitions,
+        "seed": args.seed,
+        "history_records": history.num_rows,
+        "increment": INCREMENT,
+        "turns": TURNS,
+        "spark": spark_settings(spark),
+    }
+    path = write_result("streams", settings, results, machine(spark))
+    print(f"wrote {path}")
+    for key in ("hdfs_over_local_parquet", "hdfs_over_local_delta", "goals"):
+        print(key, results[key])
+
+
+if __name__ == "__main__":
+    main()
