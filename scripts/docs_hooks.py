@@ -387,15 +387,20 @@ COLUMNS: Final[dict[str, tuple[str, list[Column]]]] = {
     ),
     "streams": (
         "Streams (`bench/bench_streams.py`): 10,000 new records on a 470,000-record history,"
-        " one session, the median of three turns; the export and output local or on HDFS (a"
-        " mini-cluster)",
+        " one session, the median of three turns; the export local or on HDFS (a"
+        " mini-cluster), the output local or on HDFS too",
         [
             ("local Parquet", _seconds("local-parquet", "increment_seconds")),
             ("local Delta", _seconds("local-delta", "increment_seconds")),
-            ("HDFS Parquet", _seconds("hdfs-parquet", "increment_seconds")),
-            ("HDFS Delta", _seconds("hdfs-delta", "increment_seconds")),
-            ("HDFS / local: Parquet", _ratio("hdfs_over_local_parquet", suffix="x")),
-            ("HDFS / local: Delta", _ratio("hdfs_over_local_delta", suffix="x")),
+            (
+                "HDFS export: Parquet",
+                _seconds("hdfs-parquet-local-output", "increment_seconds"),
+            ),
+            ("HDFS export: Delta", _seconds("hdfs-delta-local-output", "increment_seconds")),
+            ("HDFS export / local: Parquet", _ratio("hdfs_export_over_local_parquet", suffix="x")),
+            ("HDFS export / local: Delta", _ratio("hdfs_export_over_local_delta", suffix="x")),
+            ("HDFS both / local: Parquet", _ratio("hdfs_both_over_local_parquet", suffix="x")),
+            ("HDFS both / local: Delta", _ratio("hdfs_both_over_local_delta", suffix="x")),
         ],
     ),
 }

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -64,7 +65,9 @@ def _run(spark: SparkSession, share_state: str, output: str, mode: str) -> dict[
 
 @pytest.mark.spark
 @pytest.mark.parametrize("fmt", ["parquet", "delta"])
-def test_an_increment_on_hdfs_reads_what_is_new(spark: SparkSession, hdfs: str, fmt: str) -> None:
+def test_an_increment_on_hdfs_reads_what_is_new(
+    spark: SparkSession, hdfs: str, fmt: str, tmp_path: Path
+) -> None:
     early, late = _split(900, seed=17)
     export, output = f"{hdfs}/{fmt}/export", f"{hdfs}/{fmt}/out"
     arrow_frame(spark, early).write.format(fmt).save(export)
@@ -78,7 +81,8 @@ def test_an_increment_on_hdfs_reads_what_is_new(spark: SparkSession, hdfs: str, 
     assert inputs["rows_read"] == late.num_rows and not inputs["export_read_whole"], inputs
     assert inputs["already_processed"] == 0
 
-    full = f"{hdfs}/{fmt}/full"
+    # The reference: a full run over the same export, its tables local (delta-rs commits).
+    full = str(tmp_path / "full")
     _run(spark, export, full, "full")
     for name in TABLES:
         got = spark.read.format("delta").load(f"{output}/{name}")
