@@ -273,6 +273,19 @@ def _batch_ids(spark: SparkSession, arrived: str) -> list[int]:
     return sorted(int(n[len(prefix) :]) for n in names if n.startswith(prefix))
 
 
+def discard(spark: SparkSession, streams: Streams) -> None:
+    """Remove the folder of a generation no checkpoint names (its full run failed)."""
+    files = file_system(spark, streams.root)
+    if files is None:
+        return
+    try:
+        files.delete(streams.folder)
+        if not files.folders(streams.root) and not files.files(streams.root):
+            files.delete(streams.root)
+    except Exception as err:  # the next successful run removes it
+        log.warning("could not remove %s: %s", streams.folder, first_line(err))
+
+
 def tidy(spark: SparkSession, streams: Streams) -> None:
     """Remove the batches of `streams` the tables now hold and the folders of other
     generations. Where this process reaches no file system (Spark Connect, off the local

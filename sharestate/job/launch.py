@@ -55,6 +55,9 @@ QUIET_LOGGERS: Final = {
     "org.apache.spark.rdd.MapPartitionsRDD": "ERROR",
     # A Kafka client retrying an address prints a warning per attempt.
     "org.apache.kafka": "ERROR",
+    # Each input's stream says that adaptive execution does not apply to it (it does not
+    # need it: a stream's batch is only written as it is).
+    "org.apache.spark.sql.execution.streaming.runtime.ResolveWriteToStream": "ERROR",
 }
 
 

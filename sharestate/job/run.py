@@ -160,10 +160,15 @@ def _full(
     listings = export_listings(config, spark)
     streams = _start_streams(spark, config, output)
     tables = _OutputTables(spark, config, output)
-    with CacheScope() as cache:
-        summary = _compute_and_write(
-            spark, config, tables, cache, listings, engine, because, streams
-        )
+    try:
+        with CacheScope() as cache:
+            summary = _compute_and_write(
+                spark, config, tables, cache, listings, engine, because, streams
+            )
+    except BaseException:
+        if streams is not None:  # no checkpoint names it
+            streams_io.discard(spark, streams)
+        raise
     tables.keep()
     if streams is not None:
         streams_io.tidy(spark, streams)
