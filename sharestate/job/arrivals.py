@@ -23,7 +23,6 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sharestate.io.changes import ExportFiles
 from sharestate.io.checkpoint import Checkpoint, Extent
 from sharestate.io.exports import RowCounts, count_rows, deduplicate
 from sharestate.job.cache import CacheScope
@@ -38,10 +37,9 @@ ARRIVAL: Final = "_arrival"
 @dataclass(frozen=True)
 class Arrivals:
     """One input's rows to process in this run (new and backfilled, not deduplicated yet),
-    what the export holds now, and how many rows were read and were already processed."""
+    and how many rows were read and were already processed."""
 
     rows: DataFrame
-    listing: ExportFiles
     format: str
     path: str
     #: Rows its stream delivered (the whole export when it was read whole).
@@ -122,7 +120,6 @@ def place_arrivals(
     *,
     source: str,
     rows: DataFrame | None,
-    listing: ExportFiles,
     fmt: str,
     path: str,
     read_whole: bool,
@@ -148,7 +145,6 @@ def place_arrivals(
     to_process = placed.filter(F.col(ARRIVAL) != PROCESSED)
     return Arrivals(
         rows=to_process.drop(ARRIVAL),
-        listing=listing,
         format=fmt,
         path=path,
         read=sum(counts.values()),

@@ -32,7 +32,7 @@ from sharestate.audits.findings.registry import Source
 from sharestate.backend import default_parallelism
 from sharestate.decode import spark as spark_decode
 from sharestate.io import streams as streams_io
-from sharestate.io.changes import UNTRACKED, ExportFiles, list_export, new_files, rows_above
+from sharestate.io.changes import ExportFiles, list_export, new_files, rows_above
 from sharestate.io.checkpoint import CHECKPOINT_TABLE, Checkpoint
 from sharestate.io.files import detect_format, local_path, session_settings
 from sharestate.io.store import TableStore, is_local
@@ -255,7 +255,6 @@ def read_new_inputs(
     stored_findings: DataFrame,
     cache: CacheScope,
     delivered: Delivered,
-    listings: dict[str, ExportFiles],
 ) -> NewInputs:
     """Place what each input's stream delivered against the checkpoint, and decode it."""
     spark = store.spark
@@ -265,7 +264,6 @@ def read_new_inputs(
             spark,
             source=source,
             rows=delivered.rows.get(source),
-            listing=listings.get(source, ExportFiles(UNTRACKED)),
             fmt=delivered.formats[source],
             path=path,
             read_whole=source in delivered.read_whole,
@@ -456,7 +454,7 @@ def _apply(
 ) -> IncrementalRun[Beside]:
     started = time.monotonic()
     stored_findings = cache.keep(store.read("findings"), StorageLevel.MEMORY_AND_DISK)
-    new = read_new_inputs(config, store, checkpoint, stored_findings, cache, delivered, listings)
+    new = read_new_inputs(config, store, checkpoint, stored_findings, cache, delivered)
     log.info("read the new rows in %.1f s", time.monotonic() - started)
     _refuse_large(new, checkpoint)
     increment = Increment(

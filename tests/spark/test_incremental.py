@@ -35,22 +35,7 @@ from sharestate.kafka.records import decode_share_state
 from sharestate.sample.exports import SampleSpec, generate
 from tests.support.cli import run_sharestate
 from tests.support.paths import ROOT
-from tests.support.tables import assert_same_rows
-
-#: Written by every run with its own time: compared apart.
-RUN_TABLES = {"run_summary", "_checkpoint"}
-
-
-def _tables(output: Path) -> list[str]:
-    return sorted(
-        p.name for p in output.iterdir() if (p / "_delta_log").is_dir() and p.name not in RUN_TABLES
-    )
-
-
-def _assert_same_tables(got: Path, want: Path) -> None:
-    assert _tables(got) == _tables(want)
-    for name in _tables(want):
-        assert_same_rows(got / name, want / name)
+from tests.support.tables import assert_same_tables, delta_tables
 
 
 def _write(folder: Path, name: str, table: pa.Table) -> None:
@@ -199,7 +184,7 @@ def test_runs_over_a_growing_export_end_as_one_full_run(
     # carried from run to run: the carrying is part of what the equality below checks.
     assert carried_codes, "no per-share-partition finding in any run"
     _run(spark, export, tmp_path / "full", "full")
-    _assert_same_tables(output, tmp_path / "full")
+    assert_same_tables(output, tmp_path / "full")
 
 
 @pytest.mark.spark
@@ -225,7 +210,7 @@ def test_findings_of_untouched_share_partitions_are_carried(
     _write(export / "s", "second.parquet", state.filter(is_tail))
     assert _run(spark, export, output, "incremental")["mode"] == "incremental"
     _run(spark, export, tmp_path / "full", "full")
-    _assert_same_tables(output, tmp_path / "full")
+    assert_same_tables(output, tmp_path / "full")
     touched = {
         (row.group_id, row.topic_id, row.partition)
         for row in spark.read.format("delta")
@@ -292,7 +277,7 @@ def test_a_share_partition_on_two_state_topic_partitions_is_replayed_again(
     assert _run(spark, export, output, "incremental")["mode"] == "incremental"
     assert again == [1]
     _run(spark, export, tmp_path / "full", "full")
-    _assert_same_tables(output, tmp_path / "full")
+    assert_same_tables(output, tmp_path / "full")
 
 
 def _codes(spark: SparkSession, output: Path, rules: Sequence[FindingRule[Any]]) -> set[str]:
@@ -364,7 +349,7 @@ def test_a_killed_run_is_put_back_by_the_next(spark: SparkSession, tmp_path: Pat
     summary = _run(spark, export, output, "incremental")
     assert summary["mode"] == "incremental"
     _run(spark, export, tmp_path / "full", "full")
-    _assert_same_tables(output, tmp_path / "full")
+    assert_same_tables(output, tmp_path / "full")
 
 
 @pytest.mark.spark
@@ -390,7 +375,7 @@ def test_an_increment_larger_than_an_increment_takes_runs_as_a_full_run(
         f" takes ({arrived - 1:,})"
     )
     _run(spark, export, tmp_path / "full", "full")
-    _assert_same_tables(output, tmp_path / "full")
+    assert_same_tables(output, tmp_path / "full")
     # The next run is incremental again, from the full run's checkpoint.
     _write(export / "o", "b.parquet", offsets.slice(0, 2))
     monkeypatch.setattr(incremental_module, "LARGE_INCREMENT_ROWS", 250_000)
@@ -410,7 +395,9 @@ def test_a_step_that_fails_beside_others_leaves_the_output_as_it_was(
     _write(export / "s", "a.parquet", state.filter(half))
     _write(export / "o", "a.parquet", offsets)
     _run(spark, export, output, "incremental")
-    before = {name: DeltaTable(str(output / name)).to_pyarrow_table() for name in _tables(output)}
+    before = {
+        name: DeltaTable(str(output / name)).to_pyarrow_table() for name in delta_tables(output)
+    }
     _write(export / "s", "b.parquet", state.filter(pc.invert(half)))
 
     def ranges_fail(*args: object) -> None:
@@ -423,12 +410,14 @@ def test_a_step_that_fails_beside_others_leaves_the_output_as_it_was(
         _run(spark, export, output, "incremental")
     put_back = [m for m in caplog.messages if "putting back" in m and "table(s)" in m]
     assert len(put_back) == 1, caplog.messages  # the steps beside it had committed
-    after = {name: DeltaTable(str(output / name)).to_pyarrow_table() for name in _tables(output)}
+    after = {
+        name: DeltaTable(str(output / name)).to_pyarrow_table() for name in delta_tables(output)
+    }
     assert after == before
     monkeypatch.undo()
     _run(spark, export, output, "incremental")
     _run(spark, export, tmp_path / "full", "full")
-    _assert_same_tables(output, tmp_path / "full")
+    assert_same_tables(output, tmp_path / "full")
 
 
 @pytest.mark.spark
@@ -449,7 +438,7 @@ def test_runs_that_compact_their_tables_end_as_one_full_run(
         _run(spark, export, output, "incremental")
     compacted = [
         name
-        for name in _tables(output)
+        for name in delta_tables(output)
         if any(
             commit["operation"] == "OPTIMIZE" for commit in DeltaTable(str(output / name)).history()
         )
@@ -457,7 +446,7 @@ def test_runs_that_compact_their_tables_end_as_one_full_run(
     assert "share_state_records" in compacted
     assert len(DeltaTable(str(output / "share_state_records")).file_uris()) == 1
     _run(spark, export, tmp_path / "full", "full")
-    _assert_same_tables(output, tmp_path / "full")
+    assert_same_tables(output, tmp_path / "full")
 
 
 _HOLD_THE_LOCK = """

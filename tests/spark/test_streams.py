@@ -24,22 +24,7 @@ from sharestate.job.config import JobConfig
 from sharestate.job.run import main
 from sharestate.sample.exports import SampleSpec, generate
 from tests.support.cli import start_sharestate
-from tests.support.tables import assert_same_rows
-
-#: Written by every run with its own time: compared apart.
-RUN_TABLES = {"run_summary", "_checkpoint"}
-
-
-def _tables(output: Path) -> list[str]:
-    return sorted(
-        p.name for p in output.iterdir() if (p / "_delta_log").is_dir() and p.name not in RUN_TABLES
-    )
-
-
-def _assert_same_tables(got: Path, want: Path) -> None:
-    assert _tables(got) == _tables(want)
-    for name in _tables(want):
-        assert_same_rows(got / name, want / name)
+from tests.support.tables import assert_same_tables, delta_tables
 
 
 def _run(spark: SparkSession, share_state: Path, output: Path, mode: str) -> dict[str, Any]:
@@ -47,7 +32,7 @@ def _run(spark: SparkSession, share_state: Path, output: Path, mode: str) -> dic
 
 
 def _versions(output: Path) -> dict[str, int]:
-    return {name: DeltaTable(str(output / name)).version() for name in _tables(output)}
+    return {name: DeltaTable(str(output / name)).version() for name in delta_tables(output)}
 
 
 def _state(records: int, seed: int) -> tuple[pa.Table, pa.Table]:
@@ -75,7 +60,7 @@ def test_a_delta_export_compacted_and_then_changed(spark: SparkSession, tmp_path
     assert summary["mode"] == "incremental", summary
     assert summary["inputs"]["share_state"]["already_processed"] == 0
     _run(spark, export, tmp_path / "full", "full")
-    _assert_same_tables(output, tmp_path / "full")
+    assert_same_tables(output, tmp_path / "full")
 
     # A compaction alone delivers nothing: no table changes, and the next run knows it
     # before it starts a stream (the checkpoint took the export's new version).
@@ -91,7 +76,7 @@ def test_a_delta_export_compacted_and_then_changed(spark: SparkSession, tmp_path
     assert "DELTA_SOURCE" in summary["full_run_because"], summary["full_run_because"]
     assert "changed, not only grew" in summary["full_run_because"]
     _run(spark, export, tmp_path / "full-after", "full")
-    _assert_same_tables(output, tmp_path / "full-after")
+    assert_same_tables(output, tmp_path / "full-after")
 
 
 @pytest.mark.spark
@@ -117,7 +102,7 @@ def test_a_moved_parquet_export_is_read_once_whole(spark: SparkSession, tmp_path
     assert not inputs["export_read_whole"] and inputs["already_processed"] == 0
     assert summary["mode"] == "incremental"
     _run(spark, moved, tmp_path / "full", "full")
-    _assert_same_tables(output, tmp_path / "full")
+    assert_same_tables(output, tmp_path / "full")
 
 
 def _rounds(output: Path) -> int:
@@ -164,4 +149,4 @@ def test_follow_applies_what_arrives_and_stops_between_rounds_on_sigterm(
     assert "stopping once this round ends" in out
     assert not list(output.glob("*/_delta_log/*.tmp")), "a commit was left half-written"
     _run(spark, export, tmp_path / "full", "full")
-    _assert_same_tables(output, tmp_path / "full")
+    assert_same_tables(output, tmp_path / "full")

@@ -34,3 +34,21 @@ def assert_same_rows(got: Path, want: Path) -> None:
             f"{got.name}: {len(extra)} row(s) not in {want}, {len(missing)} row(s) missing; "
             f"first not wanted: {extra[:SHOWN]}; first missing: {missing[:SHOWN]}"
         )
+
+
+#: Written by every run with its own time: outputs are compared without them.
+RUN_TABLES: frozenset[str] = frozenset({"run_summary", "_checkpoint"})
+
+
+def delta_tables(output: Path) -> list[str]:
+    """The Delta tables under `output` but RUN_TABLES, by name."""
+    return sorted(
+        p.name for p in output.iterdir() if (p / "_delta_log").is_dir() and p.name not in RUN_TABLES
+    )
+
+
+def assert_same_tables(got: Path, want: Path) -> None:
+    """The outputs `got` and `want` hold the same tables (RUN_TABLES aside), row for row."""
+    assert delta_tables(got) == delta_tables(want)
+    for name in delta_tables(want):
+        assert_same_rows(got / name, want / name)
