@@ -97,13 +97,13 @@ $(KAFKA_BROKER): scripts/fetch_kafka.sh tests/kafka/kafka_broker/pom.xml tests/k
 
 setup-kafka: $(KAFKA_BROKER) ## Kafka 4.4.0 broker jars and the share-group driver, for the broker tests (needs Maven and Java 17)
 
-test-kafka: setup setup-kafka ## only the real-broker tests, including the slow ones (restart with pruning, kafka:// and Delta re-reads)
-	SHARESTATE_KAFKA_FULL=1 $(PY) -m pytest -q tests/kafka/test_kafka_broker.py
+test-kafka: setup setup-kafka ## only the real-broker tests, including the slow ones (restarts with pruning, kafka:// and Delta re-reads, a run behind a pruned log)
+	SHARESTATE_KAFKA_FULL=1 $(PY) -m pytest -q tests/kafka/test_kafka_broker.py tests/kafka/test_follow_kafka.py
 
 replay-corpus: ## regenerate tests/kafka/replay_corpus/ with Kafka's own ShareCoordinatorShard (needs Maven and Java 17)
 	bash tests/kafka/kafka_harness/generate_replay_corpus.sh
 
-bench: setup ## decode (N=2000000), replay (R=10000000 records, S=20000 share-partitions; half and double too), the whole job, incremental runs (R and R/4 histories), the job on classic and Spark Connect sessions (1M records), a big increment and a small export (2M and 500k records), increments on local files and on HDFS
+bench: setup setup-kafka ## decode (N=2000000), replay (R=10000000 records, S=20000 share-partitions; half and double too), the whole job, incremental runs (R and R/4 histories), the job on classic and Spark Connect sessions (1M records), a big increment and a small export (2M and 500k records), increments on local files and on HDFS, following a real broker's share groups
 	$(PY) bench/bench_decode.py --records $${N:-2000000}
 	$(PY) bench/bench_replay.py --records $${R:-10000000} --share-partitions $${S:-20000}
 	$(PY) bench/bench_job.py --records $${R:-10000000} --share-partitions $${S:-20000}
@@ -111,6 +111,7 @@ bench: setup ## decode (N=2000000), replay (R=10000000 records, S=20000 share-pa
 	$(PY) bench/bench_sessions.py
 	$(PY) bench/bench_shapes.py
 	$(PY) bench/bench_streams.py
+	$(PY) bench/bench_follow.py
 
 dist: setup ## dist/sharestate.zip for spark-submit --py-files
 	mkdir -p dist

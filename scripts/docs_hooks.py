@@ -386,10 +386,11 @@ COLUMNS: Final[dict[str, tuple[str, list[Column]]]] = {
         ],
     ),
     "streams": (
-        "Streams (`bench/bench_streams.py`): 10,000 new records on a 470,000-record history,"
-        " one session, the median of three turns; the export local or on HDFS (a"
-        " mini-cluster), the output local or on HDFS too",
+        "Streams (`bench/bench_streams.py`): 10,000 new records on a history of the size"
+        " shown, one session, the median of three turns; the export local or on HDFS (a"
+        " mini-cluster), the output local or on HDFS too (a run may measure some places only)",
         [
+            ("history", lambda result: _number(_get(result, "settings", "history_records"))),
             ("local Parquet", _seconds("local-parquet", "increment_seconds")),
             ("local Delta", _seconds("local-delta", "increment_seconds")),
             (
@@ -401,6 +402,24 @@ COLUMNS: Final[dict[str, tuple[str, list[Column]]]] = {
             ("HDFS export / local: Delta", _ratio("hdfs_export_over_local_delta", suffix="x")),
             ("HDFS both / local: Parquet", _ratio("hdfs_both_over_local_parquet", suffix="x")),
             ("HDFS both / local: Delta", _ratio("hdfs_both_over_local_delta", suffix="x")),
+        ],
+    ),
+    "follow": (
+        "Following Kafka (`bench/bench_follow.py`): `sharestate follow` on a real broker"
+        " while a share-group workload writes; each record's lag from its write in"
+        " `__share_group_state` to the commit that holds it",
+        [
+            ("every", lambda result: str(_get(result, "settings", "every"))),
+            ("records/s", lambda result: _number(_get(result, "settings", "rate"))),
+            ("records measured", _rate("records_measured")),
+            ("lag median", _seconds("lag_seconds", "median")),
+            ("lag p95", _seconds("lag_seconds", "p95")),
+            ("lag max", _seconds("lag_seconds", "max")),
+            ("two intervals", _seconds("two_intervals_seconds")),
+            (
+                "equal to a full run",
+                lambda result: str(_get(result, "results", "goals", "tables_equal_full_run")),
+            ),
         ],
     ),
 }

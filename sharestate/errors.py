@@ -26,6 +26,11 @@ class InputError(UsageError):
     """An input path cannot be read as an export of a Kafka topic."""
 
 
+class MissingTopicError(InputError):
+    """A `kafka://` input's cluster has no such topic (yet: Kafka creates
+    `__share_group_state` when a share group first stores state). `follow` waits for it."""
+
+
 class InputSchemaError(InputError):
     """The input exists but does not have the Kafka-record schema."""
 

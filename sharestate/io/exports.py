@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sharestate.backend import refused
-from sharestate.errors import InputError, InputSchemaError, SparkSetupError
+from sharestate.errors import InputError, InputSchemaError, MissingTopicError, SparkSetupError
 from sharestate.io.files import (
     DELTA_MISSING,
     detect_format,
@@ -138,7 +138,9 @@ def wait_for_topic(spark: SparkSession, uri: str, topic: str, timeout_seconds: f
     try:
         describe_topic(bootstrap, topic, timeout_seconds)
     except UnknownTopicError:
-        raise InputError(f"{uri}: the Kafka cluster at {bootstrap} has no topic {topic}") from None
+        raise MissingTopicError(
+            f"{uri}: the Kafka cluster at {bootstrap} has no topic {topic}"
+        ) from None
     except KafkaUnreachableError:
         raise InputError(
             f"{uri}: no Kafka broker answered at {bootstrap} within "

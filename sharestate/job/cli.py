@@ -237,7 +237,7 @@ def _follow(args: argparse.Namespace) -> int:
     from sharestate.errors import UsageError
     from sharestate.job import launch
     from sharestate.job.config import parse_span
-    from sharestate.job.follow import follow, stop_between_rounds
+    from sharestate.job.follow import follow, stop_between_rounds, waiting_for_topics
     from sharestate.job.run import main as run_job
 
     if args.mode not in (None, "incremental"):
@@ -255,7 +255,8 @@ def _follow(args: argparse.Namespace) -> int:
     launch.quiet_console(spark)
     stop = threading.Event()
     with stop_between_rounds(stop), _memory_failures_said(config, _driver_memory(spark)):
-        follow(lambda: run_job(spark, config, show=args.show), every, once=args.once, stop=stop)
+        round_ = waiting_for_topics(lambda: run_job(spark, config, show=args.show))
+        follow(round_, every, once=args.once, stop=stop)
     return 0
 
 

@@ -6,7 +6,9 @@ rounds start `every` seconds apart (a round longer than that is followed at once
 next). SIGTERM or Ctrl-C asks the loop to stop: the round in progress ends as it would
 (its tables and checkpoint committed) and no other starts; a second signal stops the
 round itself, and the run puts back what it had written, as any failed run does. With
-`once`, one round: the AvailableNow run a scheduler starts.
+`once`, one round: the AvailableNow run a scheduler starts. A `kafka://` input whose topic
+the cluster does not have yet (Kafka creates `__share_group_state` when a share group first
+stores state) makes a round wait for the next instead of ending the loop.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
+
+from sharestate.errors import MissingTopicError
 
 log = logging.getLogger("sharestate")
 
@@ -49,6 +53,20 @@ def stop_between_rounds(stop: threading.Event) -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def waiting_for_topics(run_round: Callable[[], Any]) -> Callable[[], Any]:
+    """`run_round`, except that a topic a `kafka://` input's cluster lacks is said in one
+    line and the round ends: the next round looks again."""
+
+    def round_() -> Any:
+        try:
+            return run_round()
+        except MissingTopicError as missing:
+            log.warning("%s yet; looking again next round", missing)
+            return None
+
+    return round_
 
 
 def follow(

@@ -432,17 +432,22 @@ def _incremental(
                 return _nothing_new(config, checkpoint)
             if isinstance(run, NothingArrived):
                 _keep_listings(spark, store, checkpoint, run, written)
-                streams_io.tidy(spark, run.streams)
-                return _nothing_new(config, checkpoint)
-            summary, totals, extents = _incremental_summary(run, checkpoint)
-            summary["engine"] = engine_summary(engine)
-            summary["delivery_count_limit"] = config.delivery_count_limit
-            _finish_incremental(
-                spark, config, store, checkpoint, run, summary, totals, extents, written
-            )
+                summary = None
+            else:
+                summary, totals, extents = _incremental_summary(run, checkpoint)
+                summary["engine"] = engine_summary(engine)
+                summary["delivery_count_limit"] = config.delivery_count_limit
+                _finish_incremental(
+                    spark, config, store, checkpoint, run, summary, totals, extents, written
+                )
         except BaseException:
             _put_back(store, checkpoint, written)
             raise
+    # After the cache is released: the applied batches are what its frames were read from,
+    # and a Spark Connect server analyses a frame again to unpersist it.
+    streams_io.tidy(spark, run.streams)
+    if summary is None:
+        return _nothing_new(config, checkpoint)
     _report(config, output, summary, show, spark)
     return summary
 
@@ -592,7 +597,6 @@ def _finish_incremental(
         streams=run.streams,
     )
     store.overwrite(CHECKPOINT_TABLE, checkpoint_frame(spark, new_checkpoint))
-    streams_io.tidy(spark, run.streams)
 
 
 def _keep_listings(

@@ -13,9 +13,9 @@ export job would, and then our job compared with what Kafka itself says:
 * after a restart with pruning on, the log start Kafka pruned to and a replay of the pruned log.
 
 Skipped only when the Kafka jars were not fetched (`make setup-kafka`, part of `make test`).
-`make test` runs these (about 4 minutes); `make test-kafka` runs only this module and adds the
-two slow parts (SHARESTATE_KAFKA_FULL=1): a broker restart with pruning on, and a re-read of
-the Delta export.
+`make test` runs these (about 4 minutes); `make test-kafka` runs only the real-broker modules
+(this one and test_follow_kafka.py) and adds the slow parts (SHARESTATE_KAFKA_FULL=1): here a
+broker restart with pruning on, and a re-read of the Delta export.
 """
 
 from __future__ import annotations
@@ -703,17 +703,6 @@ def test_share_groups_as_admin_reports(scenario: dict[str, Any], job: JobView) -
         assert set(row["topic_names"]) == {ids[t] for t, _ in listed}, (group, row)
 
 
-def _pruned_log_starts(log: Path) -> dict[int, int]:
-    """Kafka's log lines for DeleteRecords on __share_group_state: partition -> new log start."""
-    pattern = re.compile(
-        r"UnifiedLog partition=__share_group_state-(\d+),.*Incremented log start offset to (\d+)"
-    )
-    starts: dict[int, int] = {}
-    for match in pattern.finditer(log.read_text(errors="replace")):
-        starts[int(match[1])] = max(starts.get(int(match[1]), 0), int(match[2]))
-    return starts
-
-
 def test_an_incremental_run_follows_the_topic(
     spark: SparkSession,
     broker: Broker,
@@ -773,12 +762,12 @@ def test_pruned_log_replays_to_the_same_state(
     deadline = time.monotonic() + 60
     starts: dict[int, int] = {}
     while time.monotonic() < deadline:
-        starts = _pruned_log_starts(broker.log)
+        starts = broker.pruned_log_starts()
         if all(starts.get(p) == c for p, c in cutoff.items()):
             break
         time.sleep(1)
     time.sleep(3)  # nothing more comes
-    starts = _pruned_log_starts(broker.log)
+    starts = broker.pruned_log_starts()
     print(f"\npruned to {starts}; predicted {cutoff}")
     assert starts == cutoff
     pruned = run_job(

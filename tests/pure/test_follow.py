@@ -61,3 +61,28 @@ def test_sigterm_asks_to_stop_and_a_second_one_interrupts() -> None:
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGTERM)
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_a_topic_not_there_yet_waits_for_the_next_round(caplog: pytest.LogCaptureFixture) -> None:
+    from sharestate.errors import InputError, MissingTopicError
+    from sharestate.job.follow import waiting_for_topics
+
+    outcomes: list[Exception | None] = [MissingTopicError("kafka://k:9092: no topic t"), None]
+
+    def round_() -> str:
+        outcome = outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+        return "ran"
+
+    guarded = waiting_for_topics(round_)
+    assert guarded() is None
+    assert "no topic t yet; looking again next round" in caplog.text
+    assert guarded() == "ran"
+
+    def unreadable() -> None:
+        raise InputError("kafka://k:9092: no Kafka broker answered")
+
+    # Any other input error still ends the loop.
+    with pytest.raises(InputError):
+        waiting_for_topics(unreadable)()

@@ -7,7 +7,8 @@ process of its own, Spark's default settings, no JVM jar):
   schema and protocol as a classic run of the console command (a process of its own, with
   the JVM jar), and no collated string type, so delta-rs, polars and DuckDB read them;
 * the console command and `jobs/replay_share_state.py` run against the server, named by
-  `--remote` and by `SPARK_REMOTE`;
+  `--remote` and by `SPARK_REMOTE`; `sharestate follow --once` rounds over an export that
+  grows between them (the inputs' streams run on the server);
 * an output only the server reaches (what a remote server's local-looking paths are, as a
   Databricks volume seen from a laptop): a full and an incremental run through Spark alone
   (Delta lock, Spark's MERGE), and Parquet output refused before any work;
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -184,6 +186,52 @@ def test_the_console_command_and_the_job_script_run_on_a_connect_server(
         summary = json.loads((output / "run_summary.json").read_text())
         assert summary["engine"]["name"] == "python", output.name
         _assert_same_tables(output, classic_output)
+
+
+@pytest.mark.connect
+def test_follow_rounds_run_on_a_connect_server(
+    spark: SparkSession, exports: tuple[Export, Export], classic_output: Path, tmp_path: Path
+) -> None:
+    """Two `follow --once` rounds on the server, the export grown between them: a full
+    round that starts the streams, then an incremental one they deliver the new files to.
+    (`spark` starts the server.)"""
+    url = _remote()
+    early, whole = exports
+    state, offsets, output = (
+        tmp_path / "share_state",
+        tmp_path / "consumer_offsets",
+        tmp_path / "out",
+    )
+    shutil.copytree(early.share_state, state)
+    shutil.copytree(early.consumer_offsets, offsets)
+
+    def round_() -> dict[str, Any]:
+        done = _sharestate(
+            "-m",
+            "sharestate",
+            "follow",
+            "--once",
+            "--share-state",
+            str(state),
+            "--consumer-offsets",
+            str(offsets),
+            "--output",
+            str(output),
+            "--remote",
+            url,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        summary: dict[str, Any] = json.loads((output / "run_summary.json").read_text())
+        return summary
+
+    assert round_()["mode"] == "full"
+    for grown, folder in ((whole.share_state, state), (whole.consumer_offsets, offsets)):
+        shutil.copy(Path(grown) / "part-0.parquet", folder / "part-1.parquet")
+    summary = round_()
+    assert summary["mode"] == "incremental", summary
+    inputs = summary["inputs"]["share_state"]
+    assert not inputs["export_read_whole"] and inputs["already_processed"] > 0, inputs
+    _assert_same_tables(output, classic_output)
 
 
 @pytest.mark.connect

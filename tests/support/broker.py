@@ -342,6 +342,55 @@ class Broker:
         )
         return json.loads(out.read_text())
 
+    def run_workload(
+        self,
+        out: Path,
+        *,
+        topic: str,
+        groups: int,
+        consumers: int,
+        rate: int,
+        seconds: int,
+        seed: int,
+        delete: bool = False,
+    ) -> Any:
+        """A steady share-group workload (Workload.java): `rate` records a second to `topic`
+        for `seconds`, read by `groups` share groups of `consumers`, deleted at the end with
+        `delete`; its JSON. A new `seed` makes new groups, so it can run again on the same
+        broker."""
+        run_java(
+            self.kafka.classpath,
+            "sharestate.broker.Workload",
+            [
+                self.bootstrap,
+                topic,
+                str(groups),
+                str(consumers),
+                str(rate),
+                str(seconds),
+                str(seed),
+                str(out),
+                "delete" if delete else "keep",
+            ],
+            stdout=self.work / f"{out.stem}.out",
+            stderr=self.work / f"{out.stem}.err",
+            timeout=seconds + 300,
+            log4j=self.tools_log4j,
+        )
+        return json.loads(out.read_text())
+
+    def pruned_log_starts(self) -> dict[int, int]:
+        """From the broker's log, where Kafka's DeleteRecords moved each `__share_group_state`
+        partition's log start (the share coordinator's pruning): partition -> log start."""
+        pattern = re.compile(
+            r"UnifiedLog partition=__share_group_state-(\d+),.*"
+            r"Incremented log start offset to (\d+)"
+        )
+        starts: dict[int, int] = {}
+        for match in pattern.finditer(self.log.read_text(errors="replace")):
+            starts[int(match[1])] = max(starts.get(int(match[1]), 0), int(match[2]))
+        return starts
+
     def segment_files(self, topic: str) -> list[Path]:
         return sorted(self.data_dir.glob(f"{topic}-*/*.log"))
 
