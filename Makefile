@@ -103,11 +103,12 @@ test-kafka: setup setup-kafka ## only the real-broker tests, including the slow 
 replay-corpus: ## regenerate tests/kafka/replay_corpus/ with Kafka's own ShareCoordinatorShard (needs Maven and Java 17)
 	bash tests/kafka/kafka_harness/generate_replay_corpus.sh
 
-bench: setup setup-kafka ## decode (N=2000000), replay (R=10000000 records, S=20000 share-partitions; half and double too), the whole job, incremental runs (R and R/4 histories), the job on classic and Spark Connect sessions (1M records), a big increment and a small export (2M and 500k records), increments on local files and on HDFS, following a real broker's share groups
+bench: setup setup-kafka ## decode (N=2000000), replay (R=10000000 records, S=20000 share-partitions; half and double too), the whole job, incremental runs (R and R/4 histories; a Parquet and a Delta export), the job on classic and Spark Connect sessions (1M records), a big increment and a small export (2M and 500k records), increments on local files and on HDFS, following a real broker's share groups
 	$(PY) bench/bench_decode.py --records $${N:-2000000}
 	$(PY) bench/bench_replay.py --records $${R:-10000000} --share-partitions $${S:-20000}
 	$(PY) bench/bench_job.py --records $${R:-10000000} --share-partitions $${S:-20000}
 	$(PY) bench/bench_incremental.py --records $${R:-10000000} --share-partitions $${S:-20000}
+	$(PY) bench/bench_incremental.py --records $${R:-10000000} --share-partitions $${S:-20000} --export-format delta
 	$(PY) bench/bench_sessions.py
 	$(PY) bench/bench_shapes.py
 	$(PY) bench/bench_streams.py

@@ -22,6 +22,10 @@ partition, in proportion). In one Spark session on local[2]:
   new, and 10,000 new REPEATS times (each from the output before it; the median is the
   30 s goal's measure).
 
+With `--export-format delta` the export is a Delta table instead (written by delta-rs:
+the history one commit, each increment an append); between turns the table is rewound to
+the history's version, as the Parquet layout's increment files are unlinked.
+
 Goals (issue 20; the medians where there are turns): 10,000 new on a 10M history in at most
 10 s; 100,000 at least 10x faster than the full run; nothing new in at most 3 s; the
 10,000-record increment within 1.3x on a 2.5M and a 10M history; fresh process: nothing new
@@ -47,6 +51,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+from deltalake import DeltaTable, write_deltalake
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -106,14 +111,57 @@ def _layout(records: int, share_partitions: int, seed: int) -> tuple[Path, dict[
     return folder, meta
 
 
+#: The export's format (`--export-format`): its folder under the layout, and how the
+#: increments arrive in it.
+EXPORT_FORMAT = "parquet"
+
+
+def _export_folder(folder: Path) -> Path:
+    """The export of the layout in EXPORT_FORMAT: `export/` (Parquet files), or
+    `export-delta/` (a Delta table of the same history, made once)."""
+    if EXPORT_FORMAT == "parquet":
+        return folder / "export"
+    delta = folder / "export-delta"
+    if not (delta / "_delta_log").is_dir():
+        history = [
+            str(path)
+            for path in sorted((folder / "export").glob("*.parquet"))
+            if not path.name.startswith(("inc-small", "inc-rest"))
+        ]
+        write_deltalake(str(delta), ds.dataset(history).to_table(), mode="overwrite")
+    return delta
+
+
 def _arrive(folder: Path, *names: str) -> None:
     """The export as it is once `names` (increments) have arrived."""
+    if EXPORT_FORMAT == "delta":
+        _arrive_delta(_export_folder(folder), folder, names)
+        return
     for name in ("inc-small", "inc-rest"):
         arrived = folder / "export" / f"{name}.parquet"
         if name in names and not arrived.exists():
             os.link(folder / f"{name}.parquet", arrived)
         elif name not in names and arrived.exists():
             arrived.unlink()
+
+
+#: Called after the Delta export is rewound: Spark keeps each table's log in memory
+#: (DeltaLog's cache), and a log rewound under it would read as the one it had.
+FORGET_DELTA_LOGS: list[Any] = []
+
+
+def _arrive_delta(export: Path, folder: Path, names: tuple[str, ...]) -> None:
+    """Rewind the Delta export to its history (version 0: its later commits' log entries
+    removed), then append each of `names` as a commit of its own."""
+    log = export / "_delta_log"
+    for entry in log.iterdir():
+        if entry.name != "00000000000000000000.json" and not entry.is_dir():
+            entry.unlink()
+    DeltaTable(str(export))  # the rewound table opens
+    for forget in FORGET_DELTA_LOGS:
+        forget()
+    for name in names:
+        write_deltalake(str(export), pq.read_table(folder / f"{name}.parquet"), mode="append")
 
 
 class _Stages(logging.Handler):
@@ -178,7 +226,7 @@ def _fresh(export: Path, output: Path) -> dict[str, Any]:
 def _history(spark: Any, records: int, args: argparse.Namespace, stages: _Stages) -> dict[str, Any]:
     """The measurements on one history size."""
     folder, meta = _layout(records, args.share_partitions, args.seed)
-    export, out, copy = folder / "export", folder / "out", folder / "out-before-increments"
+    export, out, copy = _export_folder(folder), folder / "out", folder / "out-before-increments"
     _arrive(folder)
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(copy, ignore_errors=True)
@@ -222,9 +270,11 @@ def _repeated(
             shutil.rmtree(out)
             shutil.copytree(folder / "out-before-increments", out)
             _arrive(folder, *increments)
-            seconds[records].append(
-                _run(spark, folder / "export", out, "incremental", stages)["seconds"]
-            )
+            run = _run(spark, _export_folder(folder), out, "incremental", stages)
+            read = (run["summary_inputs"] or {}).get("share_state", {}).get("rows_read")
+            if not read:  # a turn that read nothing measures nothing
+                raise RuntimeError(f"an increment of {increments} read no rows: {run}")
+            seconds[records].append(run["seconds"])
     return seconds
 
 
@@ -234,10 +284,19 @@ def main() -> None:
     parser.add_argument("--small-history", type=int, help="default: a quarter of --records")
     parser.add_argument("--share-partitions", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=932)
+    parser.add_argument(
+        "--export-format",
+        choices=("parquet", "delta"),
+        default="parquet",
+        help="the export's format: Parquet files, or a Delta table of the same records",
+    )
     args = parser.parse_args()
+    global EXPORT_FORMAT
+    EXPORT_FORMAT = args.export_format
     args.small_history = args.small_history or args.records // 4
     DATA.mkdir(exist_ok=True)
     spark = bench_session("sharestate-bench-incremental")
+    FORGET_DELTA_LOGS.append(spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache)
     stages = _Stages()
     logger = logging.getLogger("sharestate")
     logger.setLevel(logging.INFO)

@@ -334,6 +334,10 @@ COLUMNS: Final[dict[str, tuple[str, list[Column]]]] = {
         " fresh process",
         [
             ("history", _history_records),
+            (
+                "export",
+                lambda result: str(_get(result, "settings", "export_format") or "parquet"),
+            ),
             ("10,000 new", _seconds("seconds", "small_increment")),
             ("100,000 new", _seconds("seconds", "large_increment")),
             ("nothing new", _seconds("seconds", "nothing_new")),
