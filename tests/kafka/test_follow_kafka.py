@@ -40,6 +40,7 @@ from tests.support.broker import (
     Broker,
     KafkaSetupMissing,
     artifacts,
+    export_topic,
 )
 from tests.support.following import HISTORY_TABLE, Followed, follow_beside, record_lags
 from tests.support.tables import assert_same_tables
@@ -138,16 +139,7 @@ def test_follow_keeps_up_with_share_groups_writing(
     export = tmp_path / "export"
     spark.conf.set(KAFKA_OFFSET_FETCHING_CONF, "true")
     try:
-        (
-            spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", broker.bootstrap)
-            .option("subscribe", SHARE_STATE_TOPIC)
-            .option("startingOffsets", "earliest")
-            .option("endingOffsets", "latest")
-            .option("kafka.isolation.level", "read_committed")
-            .load()
-            .write.parquet(str(export))
-        )
+        export_topic(spark, broker.bootstrap, SHARE_STATE_TOPIC).write.parquet(str(export))
     finally:
         spark.conf.unset(KAFKA_OFFSET_FETCHING_CONF)
     full = _run(spark, str(export), tmp_path / "full", "full")

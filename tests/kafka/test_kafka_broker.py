@@ -49,6 +49,7 @@ from tests.support.broker import (
     KafkaArtifacts,
     KafkaSetupMissing,
     artifacts,
+    export_topic,
 )
 
 pytestmark = pytest.mark.spark
@@ -100,22 +101,6 @@ def scenario(broker: Broker) -> dict[str, Any]:
         json.dumps({"|".join(map(str, k)): v for k, v in expected.items()}, indent=0)
     )
     return result
-
-
-def export_topic(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
-    """A user's batch export: Spark's Kafka source, every record, committed data only.
-    Needs the consumer-based offset reader: Spark's default skips internal topics (see
-    test_spark_default_offset_reader_skips_internal_topics)."""
-    return (
-        spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("endingOffsets", "latest")
-        .option("kafka.isolation.level", "read_committed")
-        .option("includeHeaders", "true")
-        .load()
-    )
 
 
 @pytest.fixture(scope="session")

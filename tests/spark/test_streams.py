@@ -24,6 +24,7 @@ from sharestate.job.config import JobConfig
 from sharestate.job.run import main
 from sharestate.sample.exports import SampleSpec, generate
 from tests.support.cli import start_sharestate
+from tests.support.following import commits
 from tests.support.tables import assert_same_tables, delta_tables
 
 
@@ -105,12 +106,6 @@ def test_a_moved_parquet_export_is_read_once_whole(spark: SparkSession, tmp_path
     assert_same_tables(output, tmp_path / "full")
 
 
-def _rounds(output: Path) -> int:
-    """How many runs have written run_summary under `output`."""
-    log = output / "run_summary" / "_delta_log"
-    return len(list(log.glob("*.json"))) if log.is_dir() else 0
-
-
 def _wait_for(condition: Callable[[], bool], child: subprocess.Popen[str], what: str) -> None:
     deadline = time.monotonic() + 240
     while not condition():
@@ -133,7 +128,7 @@ def test_follow_applies_what_arrives_and_stops_between_rounds_on_sigterm(
     child = start_sharestate(
         "follow", "--share-state", str(export), "--output", str(output), "--every", "1s"
     )
-    _wait_for(lambda: _rounds(output) >= 1, child, "first round")
+    _wait_for(lambda: commits(output / "run_summary") >= 1, child, "first round")
     pq.write_table(late, export / "part-1.parquet")
     _wait_for(
         lambda: (

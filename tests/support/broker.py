@@ -464,3 +464,19 @@ def parse_dump(text: str) -> list[DumpedRecord]:
             )
         )
     return records
+
+
+def export_topic(spark: Any, bootstrap: str, topic: str) -> Any:
+    """A user's batch export: Spark's Kafka source, every record, committed data only.
+    Needs the consumer-based offset reader: Spark's default skips internal topics (see
+    test_spark_default_offset_reader_skips_internal_topics)."""
+    return (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .option("kafka.isolation.level", "read_committed")
+        .option("includeHeaders", "true")
+        .load()
+    )
