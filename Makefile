@@ -75,8 +75,10 @@ test-connect: setup ## only the end-to-end tests on a local Spark Connect server
 	SHARESTATE_SESSION=serverless $(PY) -m pytest -q -m serverless
 
 # The slower variants of tests `make test` runs (--as-of twice more, Parquet output after a
-# failure, duplicated exports through the whole job): `make test` skips them, saying so.
-test-slow: setup ## the tests marked slow: variants of tests that `make test` runs (about 5 minutes)
+# failure, duplicated exports through the whole job, the classic session's runs of tests the
+# Connect phase runs, Kafka's releases between the oldest and the newest, Delta on HDFS):
+# `make test` skips them, saying so.
+test-slow: setup ## the tests marked slow: variants of tests that `make test` runs (about 12 minutes)
 	SHARESTATE_SLOW=1 $(PY) -m pytest -q -rA -m slow
 
 # About 8 minutes on 2 cores (a standalone cluster, two whole runs on it): not part of `make test`,

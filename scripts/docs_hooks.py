@@ -261,8 +261,18 @@ def _stages(result: dict[str, Any]) -> str:
     return "<br>".join(part for part in parts if part) or "—"
 
 
+def _incremental_export(result: dict[str, Any]) -> str:
+    """The export format of an incremental result; `--successive-only` measures both."""
+    export = str(_get(result, "settings", "export_format") or "parquet")
+    if _get(result, "settings", "successive_only"):
+        return f"{export} (successive only, in turns with the other)"
+    return export
+
+
 def _history_records(result: dict[str, Any]) -> str:
     sizes = sorted((_get(result, "results", "history") or {}), key=int, reverse=True)
+    if not sizes and _get(result, "settings", "successive_only"):
+        return _number(_get(result, "settings", "records"))
     return _number(int(sizes[0])) if sizes else "—"
 
 
@@ -334,10 +344,7 @@ COLUMNS: Final[dict[str, tuple[str, list[Column]]]] = {
         " fresh process",
         [
             ("history", _history_records),
-            (
-                "export",
-                lambda result: str(_get(result, "settings", "export_format") or "parquet"),
-            ),
+            ("export", _incremental_export),
             ("10,000 new", _seconds("seconds", "small_increment")),
             ("100,000 new", _seconds("seconds", "large_increment")),
             ("nothing new", _seconds("seconds", "nothing_new")),
@@ -357,6 +364,14 @@ COLUMNS: Final[dict[str, tuple[str, list[Column]]]] = {
             ),
             ("fresh: nothing new", _seconds("seconds", "fresh_nothing_new")),
             ("fresh: 10,000 new", _seconds("seconds", "fresh_small_increment")),
+            (
+                "10,000 new, successive, median",
+                _seconds("seconds", "successive_small_increment_median"),
+            ),
+            (
+                "successive: Delta / Parquet",
+                _ratio("ratios", "successive_delta_over_parquet", suffix="x"),
+            ),
         ],
     ),
     "sessions": (

@@ -30,8 +30,10 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Final
 
 from pyspark.errors import AnalysisException, StreamingQueryException
@@ -195,37 +197,60 @@ def _run(
     stream: StreamInput,
     sink: Callable[[DataFrame, int], None],
 ) -> None:
-    """One AvailableNow run of `stream` into `sink`."""
-    settings = {KAFKA_OFFSET_FETCHING_CONF: "true"} if stream.format == "kafka" else {}
-    needed = f"{stream.path}: Spark's Kafka source reads an internal topic only with"
+    """One AvailableNow run of `stream` into `sink` (within `_stream_settings`)."""
+    query = (
+        _source_rows(spark, stream)
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", streams.checkpoint_location(stream.source))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination()
+    except StreamingQueryException as err:
+        message = str(err)
+        changed = next((e for e in EXPORT_CHANGED_ERRORS if e in message), None)
+        if changed is not None:
+            raise ExportChanged(
+                f"{stream.what} {stream.path} changed, not only grew ({changed}): "
+                "its rows are read again whole"
+            ) from None
+        raise
+
+
+@contextmanager
+def _stream_settings(spark: SparkSession, inputs: Sequence[StreamInput]) -> Iterator[None]:
+    """The settings the streams of `inputs` need, set once for all of them (they run side by
+    side): Spark's Kafka source reads an internal topic only with the offset fetching of the
+    admin client."""
+    kafka = [stream.path for stream in inputs if stream.format == "kafka"]
+    settings = {KAFKA_OFFSET_FETCHING_CONF: "true"} if kafka else {}
+    needed = f"{kafka[0] if kafka else ''}: Spark's Kafka source reads an internal topic only with"
     with session_settings(spark, settings, required=needed):
-        query = (
-            _source_rows(spark, stream)
-            .writeStream.foreachBatch(sink)
-            .option("checkpointLocation", streams.checkpoint_location(stream.source))
-            .trigger(availableNow=True)
-            .start()
-        )
-        try:
-            query.awaitTermination()
-        except StreamingQueryException as err:
-            message = str(err)
-            changed = next((e for e in EXPORT_CHANGED_ERRORS if e in message), None)
-            if changed is not None:
-                raise ExportChanged(
-                    f"{stream.what} {stream.path} changed, not only grew ({changed}): "
-                    "its rows are read again whole"
-                ) from None
-            raise
+        yield
 
 
-def start(spark: SparkSession, output: str, inputs: list[StreamInput]) -> Streams:
+#: How the streams of several inputs run: `together(steps)` runs each and returns their
+#: results in order (the job runs them side by side: each is mostly Spark's fixed cost).
+Together = Callable[[Sequence[Callable[[], Any]]], list[Any]]
+
+
+def _one_after_another(steps: Sequence[Callable[[], Any]]) -> list[Any]:
+    return [step() for step in steps]
+
+
+def start(
+    spark: SparkSession,
+    output: str,
+    inputs: list[StreamInput],
+    together: Together = _one_after_another,
+) -> Streams:
     """A new generation of streams whose checkpoints hold everything the inputs hold now,
     without reading it: a full run calls this before it reads the inputs."""
     streams = Streams(new_generation(), {i.source: i.path for i in inputs}).at(output)
     started = time.monotonic()
-    for stream in inputs:
-        _run(spark, streams, stream, _read_nothing())
+    with _stream_settings(spark, inputs):
+        together([partial(_run, spark, streams, stream, _read_nothing()) for stream in inputs])
     log.info("started the inputs' streams in %.1f s", time.monotonic() - started)
     return streams
 
@@ -240,8 +265,20 @@ class Arrived:
     last_batch: int
 
 
-def arrive(spark: SparkSession, streams: Streams, stream: StreamInput) -> Arrived:
-    """Run `stream` (AvailableNow) and read what it delivered after `streams.applied`."""
+def arrive(
+    spark: SparkSession,
+    streams: Streams,
+    inputs: Sequence[StreamInput],
+    together: Together = _one_after_another,
+) -> dict[str, Arrived]:
+    """Per input: run its stream (AvailableNow) and read what it delivered after
+    `streams.applied`."""
+    with _stream_settings(spark, inputs):
+        arrivals = together([partial(_arrive_one, spark, streams, stream) for stream in inputs])
+    return {stream.source: arrived for stream, arrived in zip(inputs, arrivals, strict=True)}
+
+
+def _arrive_one(spark: SparkSession, streams: Streams, stream: StreamInput) -> Arrived:
     arrived = streams.arrived(stream.source)
     _run(spark, streams, stream, _write_batch(arrived))
     applied = streams.applied.get(stream.source, -1)

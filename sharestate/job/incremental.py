@@ -235,7 +235,7 @@ def arrive(config: JobConfig, store: TableStore, checkpoint: Checkpoint) -> Deli
     read_whole = frozenset(i.source for i in inputs) if again else frozenset()
     started = time.monotonic()
     try:
-        arrived = {i.source: streams_io.arrive(store.spark, streams, i) for i in inputs}
+        arrived = streams_io.arrive(store.spark, streams, inputs, together=run_side_by_side)
     except streams_io.ExportChanged as changed:
         raise FullRunNeeded(changed.reason) from None
     log.info("ran the inputs' streams in %.1f s", time.monotonic() - started)

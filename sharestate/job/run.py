@@ -245,7 +245,8 @@ def _start_streams(spark: SparkSession, config: JobConfig, output: str) -> Strea
     run of Delta tables that keeps a checkpoint); None for any other."""
     if config.as_of is not None or config.output_format != "delta":
         return None
-    return streams_io.start(spark, output, stream_inputs(config, spark))
+    inputs = stream_inputs(config, spark)
+    return streams_io.start(spark, output, inputs, together=run_side_by_side)
 
 
 def _start_work(spark: SparkSession, config: JobConfig, engine: EngineInUse) -> EngineInUse:

@@ -18,8 +18,9 @@ from tests.support.fold import check, fold, fold_input
 
 # The pairwise releases share `combiner.combine` with the reference replay, which
 # tests/kafka/test_replay_corpus.py checks on every release; here: 4.0 (its own rules for a state
-# an update starts) and 4.4 (the windowed sweep).
-@pytest.mark.parametrize("release", ["4.0.2", "4.4.0"])
+# an update starts; `make test-slow`, as test_jvm_fold.py checks the fold on its corpus too) and
+# 4.4 (the windowed sweep).
+@pytest.mark.parametrize("release", [pytest.param("4.0.2", marks=pytest.mark.slow), "4.4.0"])
 def test_fold_matches_kafka_on_the_whole_corpus(release: str) -> None:
     kafka = parse_kafka_version(release)
     assert kafka is not None
@@ -32,7 +33,7 @@ def test_fold_matches_kafka_on_the_whole_corpus(release: str) -> None:
     assert lists > 2_000  # at least every sequence's final lists
 
 
-@pytest.mark.parametrize("release", ["4.1.2", "4.4.0"])
+@pytest.mark.parametrize("release", [pytest.param("4.1.2", marks=pytest.mark.slow), "4.4.0"])
 def test_fold_batch_lists_match_kafka_after_every_record(release: str) -> None:
     kafka = parse_kafka_version(release)
     assert kafka is not None

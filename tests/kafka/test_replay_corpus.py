@@ -63,7 +63,16 @@ def test_combiner_matches_kafka(release: str) -> None:
     assert cases > 4000
 
 
-@pytest.mark.parametrize("release", RELEASES)
+#: The oldest and the newest release in `make test`; those between in `make test-slow`.
+ENDS_THEN_SLOW = [
+    release
+    if release in (RELEASES[0], RELEASES[-1])
+    else pytest.param(release, marks=pytest.mark.slow)
+    for release in RELEASES
+]
+
+
+@pytest.mark.parametrize("release", ENDS_THEN_SLOW)
 def test_replay_matches_kafka_record_by_record(release: str) -> None:
     kafka = parse_kafka_version(release)
     assert kafka is not None

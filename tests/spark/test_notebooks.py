@@ -24,9 +24,13 @@ from pyspark.sql import functions as F
 
 from sharestate.job import cli
 from sharestate.sample.exports import SampleSpec, write_sample
+from tests.conftest import SESSION
 from tests.support.paths import ROOT
 
 pytestmark = [pytest.mark.spark, pytest.mark.connect]
+#: The notebooks run in `make test` on the Connect server (as on Databricks); in a kernel's own
+#: local Spark, in `make test-slow`.
+ON_CONNECT_THEN_SLOW = pytest.mark.slow if SESSION == "classic" else pytest.mark.connect
 
 NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.py"))
@@ -160,6 +164,7 @@ def runs(
     }
 
 
+@ON_CONNECT_THEN_SLOW
 def test_notebook_on_an_output_with_every_table(runs: dict[str, Run]) -> None:
     run = runs["full"]
     expected = FIGURES[run.notebook]
@@ -192,6 +197,7 @@ def _charts_are_labelled(run: Run) -> dict[str, list[dict[str, Any]]]:
     return facts
 
 
+@ON_CONNECT_THEN_SLOW
 def test_notebook_on_an_output_without_consumer_offsets(runs: dict[str, Run]) -> None:
     run = runs["partial"]
     assert "[missing] table 'share_groups'" in run.text and "--consumer-offsets" in run.text

@@ -13,6 +13,7 @@ from sharestate.io.readers import OUTPUT_TABLES, checkpointed_versions, read_out
 from sharestate.job import JobConfig
 from sharestate.job import main as job_main
 from sharestate.sample.exports import SampleSpec, write_sample
+from tests.conftest import SESSION
 from tests.support.documented import fenced_block, sql_statements
 from tests.support.paths import ROOT
 
@@ -31,6 +32,9 @@ def _documented_sql() -> list[str]:
     return sql_statements(fenced_block(PAGE, SQL_MARKER, "sql"))
 
 
+# On the Connect server in `make test` (Spark's Delta reader there); on the classic session in
+# `make test-slow`.
+@pytest.mark.slow if SESSION == "classic" else pytest.mark.connect
 def test_after_a_killed_run_readers_see_the_last_complete_run(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

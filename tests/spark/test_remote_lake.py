@@ -64,7 +64,8 @@ def _run(spark: SparkSession, share_state: str, output: str, mode: str) -> dict[
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("fmt", ["parquet", "delta"])
+# The file source on HDFS in `make test`; Delta's in `make test-slow`.
+@pytest.mark.parametrize("fmt", ["parquet", pytest.param("delta", marks=pytest.mark.slow)])
 def test_an_increment_on_hdfs_reads_what_is_new(
     spark: SparkSession, hdfs: str, fmt: str, tmp_path: Path
 ) -> None:
