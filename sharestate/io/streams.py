@@ -224,9 +224,11 @@ def _stream_settings(spark: SparkSession, inputs: Sequence[StreamInput]) -> Iter
     side): Spark's Kafka source reads an internal topic only with the offset fetching of the
     admin client."""
     kafka = [stream.path for stream in inputs if stream.format == "kafka"]
-    settings = {KAFKA_OFFSET_FETCHING_CONF: "true"} if kafka else {}
-    needed = f"{kafka[0] if kafka else ''}: Spark's Kafka source reads an internal topic only with"
-    with session_settings(spark, settings, required=needed):
+    if not kafka:
+        yield
+        return
+    needed = f"{kafka[0]}: Spark's Kafka source reads an internal topic only with"
+    with session_settings(spark, {KAFKA_OFFSET_FETCHING_CONF: "true"}, required=needed):
         yield
 
 
@@ -235,15 +237,11 @@ def _stream_settings(spark: SparkSession, inputs: Sequence[StreamInput]) -> Iter
 Together = Callable[[Sequence[Callable[[], Any]]], list[Any]]
 
 
-def _one_after_another(steps: Sequence[Callable[[], Any]]) -> list[Any]:
-    return [step() for step in steps]
-
-
 def start(
     spark: SparkSession,
     output: str,
     inputs: list[StreamInput],
-    together: Together = _one_after_another,
+    together: Together,
 ) -> Streams:
     """A new generation of streams whose checkpoints hold everything the inputs hold now,
     without reading it: a full run calls this before it reads the inputs."""
@@ -269,7 +267,7 @@ def arrive(
     spark: SparkSession,
     streams: Streams,
     inputs: Sequence[StreamInput],
-    together: Together = _one_after_another,
+    together: Together,
 ) -> dict[str, Arrived]:
     """Per input: run its stream (AvailableNow) and read what it delivered after
     `streams.applied`."""
