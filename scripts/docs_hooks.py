@@ -423,6 +423,35 @@ COLUMNS: Final[dict[str, tuple[str, list[Column]]]] = {
             ("HDFS both / local: Delta", _ratio("hdfs_both_over_local_delta", suffix="x")),
         ],
     ),
+    "designs": (
+        "Two designs (`bench/bench_designs.py`): an older commit (base) and the work tree"
+        " (current) taking turns in one session, 10,000 new records on the 10M history, the"
+        " medians of the turns",
+        [
+            ("base", lambda result: f"`{_get(result, 'results', 'base')}`"),
+            ("Parquet, rewound: base", _seconds("measured", "parquet", "base", "rewound_median")),
+            ("current", _seconds("measured", "parquet", "current", "rewound_median")),
+            (
+                "current / base",
+                _ratio("ratios", "parquet_rewound_median_current_over_base", suffix="x"),
+            ),
+            (
+                "Parquet, successive: base",
+                _seconds("measured", "parquet", "base", "successive_median"),
+            ),
+            ("current", _seconds("measured", "parquet", "current", "successive_median")),
+            (
+                "current / base",
+                _ratio("ratios", "parquet_successive_median_current_over_base", suffix="x"),
+            ),
+            ("Delta, successive: base", _seconds("measured", "delta", "base", "successive_median")),
+            ("current", _seconds("measured", "delta", "current", "successive_median")),
+            (
+                "current / base",
+                _ratio("ratios", "delta_successive_median_current_over_base", suffix="x"),
+            ),
+        ],
+    ),
     "follow": (
         "Following Kafka (`bench/bench_follow.py`): `sharestate follow` on a real broker"
         " while a share-group workload writes; each record's lag from its write in"
