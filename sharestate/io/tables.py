@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sharestate.backend import is_connect
+from sharestate.backend import backend, is_connect
 from sharestate.errors import InputError, SparkSetupError
 from sharestate.io.files import (
     DELTA_MISSING,
@@ -127,16 +127,33 @@ def _write_table(
     return Written(df.sparkSession.read.parquet(path).count(), None)
 
 
-def write_delta_on_driver(path: str, rows: pa.Table) -> Written:
+def write_delta_on_driver(
+    path: str,
+    rows: pa.Table,
+    *,
+    stats_columns: Sequence[str] | None = None,
+    partition_by: Sequence[str] = (),
+) -> Written:
     """Replace the local Delta table at `path` with `rows`, from the driver by delta-rs: one
     commit, and no Spark job (Spark's writer runs several for the smallest table: the
     table's snapshot, the write, Delta's post-commit work, the commit's metrics). Every
     column is nullable in the table's schema, as Spark's Delta writer makes them, so the
-    table reads the same whichever writer wrote it."""
+    table reads the same whichever writer wrote it. `stats_columns` and `partition_by` as
+    `write_table`'s."""
     from deltalake import DeltaTable, write_deltalake
 
     local = os.path.abspath(local_path(path))
-    write_deltalake(local, _nullable(rows), mode="overwrite", schema_mode="overwrite")
+    configuration = (
+        {"delta.dataSkippingStatsColumns": ",".join(stats_columns)} if stats_columns else None
+    )
+    write_deltalake(
+        local,
+        _nullable(rows),
+        mode="overwrite",
+        schema_mode="overwrite",
+        partition_by=list(partition_by) or None,
+        configuration=configuration,
+    )
     return Written(rows.num_rows, int(DeltaTable(local).version()))
 
 
@@ -293,6 +310,13 @@ def delta_table_sql(path: str) -> str:
 
 
 def _last_commit(spark: SparkSession, path: str) -> tuple[int, dict[str, str]]:
-    """The latest commit of the Delta table at `path`: its version and operation metrics."""
+    """The latest commit of the Delta table at `path`: its version and operation metrics.
+    A table this process sees on its own file system is read by delta-rs (its log's last
+    entry, no Spark job); any other through Spark (`DESCRIBE HISTORY`)."""
+    if backend(spark).is_local(path):
+        from deltalake import DeltaTable
+
+        (entry,) = DeltaTable(os.path.abspath(local_path(path))).history(1)
+        return int(entry["version"]), dict(entry.get("operationMetrics") or {})
     row = spark.sql(f"DESCRIBE HISTORY {delta_table_sql(path)} LIMIT 1").collect()[0]
     return int(row["version"]), dict(row["operationMetrics"] or {})

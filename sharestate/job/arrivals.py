@@ -15,7 +15,7 @@ processed (`Extent`s per partition):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -126,21 +126,33 @@ def place_arrivals(
     checkpoint: Checkpoint,
     cache: CacheScope,
     gaps: DataFrame | None = None,
-    stored_positions: DataFrame | None = None,
+    stored_positions: Callable[[], DataFrame] | None = None,
 ) -> Arrivals:
     """The rows of input `source` (export at `path`) that this run processes, of `rows`:
-    what its stream delivered (`sharestate.io.streams`; None: nothing), the whole export
-    when `read_whole`. `stored_positions` (partition, offset of the stored rows of an
-    input without listed gaps): looked up for the rows that lie inside the extents."""
+    what its stream delivered (`sharestate.io.streams`; None: nothing, and then nothing is
+    placed or counted), the whole export when `read_whole`. `stored_positions` (partition,
+    offset of the stored rows of an input without listed gaps; read only if needed): looked
+    up for the rows that lie inside the extents."""
     if rows is None:
-        rows = spark.createDataFrame([], _EMPTY_EXPORT)
+        nothing = spark.createDataFrame([], _EMPTY_EXPORT)
+        return Arrivals(
+            rows=nothing,
+            format=fmt,
+            path=path,
+            read=0,
+            processed=0,
+            backfill=0,
+            tracked=not read_whole,
+            counts=RowCounts(read=0, duplicates=0),
+            backfill_positions=nothing.select("partition", "offset"),
+        )
     extents = extents_frame(spark, checkpoint.extents.get(source, {}))
     placed = cache.keep(classify(rows, extents, gaps), StorageLevel.MEMORY_AND_DISK)
     counts = _counts(placed)
     # An export read whole would look up every row: its rows inside the extents are
     # taken as processed.
     if stored_positions is not None and not read_whole and counts.get(PROCESSED, 0):
-        placed = cache.keep(look_up(placed, stored_positions), StorageLevel.MEMORY_AND_DISK)
+        placed = cache.keep(look_up(placed, stored_positions()), StorageLevel.MEMORY_AND_DISK)
         counts = _counts(placed)
     to_process = placed.filter(F.col(ARRIVAL) != PROCESSED)
     return Arrivals(

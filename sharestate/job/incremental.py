@@ -259,7 +259,12 @@ def read_new_inputs(
     """Place what each input's stream delivered against the checkpoint, and decode it."""
     spark = store.spark
 
-    def place(source: str, path: str, **lookups: DataFrame) -> Arrivals:
+    def place(
+        source: str,
+        path: str,
+        gaps: DataFrame | None = None,
+        stored_positions: Callable[[], DataFrame] | None = None,
+    ) -> Arrivals:
         return place_arrivals(
             spark,
             source=source,
@@ -269,7 +274,8 @@ def read_new_inputs(
             read_whole=source in delivered.read_whole,
             checkpoint=checkpoint,
             cache=cache,
-            **lookups,
+            gaps=gaps,
+            stored_positions=stored_positions,
         )
 
     state = place(
@@ -284,7 +290,7 @@ def read_new_inputs(
     offsets = place(
         CONSUMER_OFFSETS,
         config.consumer_offsets,
-        stored_positions=_stored_positions(store, CONSUMER_OFFSETS),
+        stored_positions=lambda: _stored_positions(store, CONSUMER_OFFSETS),
     )
     groups = spark_decode.decode_consumer_offsets(offsets.deduplicated(), config.kafka_version)
     _keep_decoded(groups, cache)

@@ -339,6 +339,7 @@ def audit_replayed(
     written: WrittenTables | None = None,
     *,
     settle_tables: bool = True,
+    small_run: bool = False,
 ) -> Results:
     """Audit step: `replayed` with the audit tables. `written`: this run's per-record tables
     as the job wrote them; by default the audits read the DataFrames of `replay_decoded`
@@ -347,8 +348,10 @@ def audit_replayed(
     The results several tables read are computed once (`settled`): the small ones are
     brought to the driver here, the others persisted; so are the findings and the pruning
     cut-off (a table and the run summary read each), unless `settle_tables` is false (the
-    job brings them to the driver as it writes them)."""
-    settle = settled(replayed.cache)
+    job brings them to the driver as it writes them). In a `small_run` (the job's, over few
+    rows) the results that grow with the history come to the driver too, if they are
+    small: the tables that read them, and their writes, then run no Spark job for them."""
+    settle = settled(replayed.cache, all_small=small_run)
     seen, history = replayed.audit_inputs, replayed.share_partition_history
     state = replayed.share_partition_state
     if written is not None:
@@ -375,16 +378,17 @@ def audit_replayed(
     return replace(replayed, audits=audits)
 
 
-def settled(cache: CacheScope) -> Settle:
+def settled(cache: CacheScope, *, all_small: bool = False) -> Settle:
     """How the audits keep what several tables read: a small result on the driver (a local
     relation: its rows computed once, and the plans that read it small), a bigger one
     persisted in `cache`; those given together side by side (each is a few small Spark jobs,
-    whose fixed costs overlap)."""
+    whose fixed costs overlap). `all_small`: every result is tried on the driver first (one
+    too big for `rows_on_driver` is persisted)."""
 
     def settle_one(frame: DataFrame | None, small: bool) -> DataFrame | None:
         if frame is None:
             return None
-        if small:
+        if small or all_small:
             rows = rows_on_driver(frame)
             if rows is not None:
                 return arrow_frame(frame.sparkSession, rows)

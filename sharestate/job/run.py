@@ -63,6 +63,7 @@ from sharestate.job.incremental import (
     why_not_incremental,
 )
 from sharestate.job.pipeline import (
+    Inputs,
     Results,
     WrittenTables,
     audit_replayed,
@@ -109,6 +110,12 @@ DRIVER_TABLES: Final = frozenset(
 PER_RECORD_WRITTEN_FIRST: Final = ("share_state_records", "share_partition_history")
 #: How many audit tables a full run writes at once (`_OutputTables.write_side_by_side`).
 AUDIT_WRITERS: Final = 4
+#: Rows read from the exports up to which a full run is a small one: every table but the
+#: two per-record ones comes to the driver to be written if it is small
+#: (`rows_on_driver`), as DRIVER_TABLES always do, and is committed by delta-rs where the
+#: output is local. A Spark write's fixed cost (several jobs and a commit) is then paid only
+#: by the two tables that grow with the export.
+SMALL_RUN_ROWS: Final = 1_000_000
 
 
 def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any]:
@@ -194,6 +201,7 @@ def _compute_and_write(
     # decode.
     log.info("reading and decoding %s", config.share_state)
     inputs = read_inputs(spark, config)
+    tables.small_run = _rows_read(inputs) <= SMALL_RUN_ROWS
     decoded = decode_inputs(inputs, config, cache, read_back=True)
     replayed = replay_decoded(inputs, decoded, config, cache, keep_history=False)
     try:
@@ -207,13 +215,15 @@ def _compute_and_write(
         )
         log.info("auditing the replayed state")
         per_record = tables.written_tables(replayed.share_partition_state, cache)
-        results = audit_replayed(replayed, config, per_record, settle_tables=False)
+        results = audit_replayed(
+            replayed, config, per_record, settle_tables=False, small_run=tables.small_run
+        )
         tables.write_side_by_side(
             {name: df for name, df in results.tables().items() if name not in first}
         )
         log.info("counting the run summary")
         written = tables.as_written(results)
-        summary = summarize(written)
+        summary = summarize(written, tables.on_driver)
         summary["mode"] = "full"
         if because is not None:
             summary["full_run_because"] = because
@@ -238,6 +248,14 @@ def _compute_and_write(
         tables.put_back()
         raise
     return summary
+
+
+def _rows_read(inputs: Inputs) -> int:
+    """The rows read from the exports (as counted when read)."""
+    return sum(
+        export.counts.read if export.counts is not None else SMALL_RUN_ROWS + 1
+        for export in inputs.exports().values()
+    )
 
 
 def _start_streams(spark: SparkSession, config: JobConfig, output: str) -> Streams | None:
@@ -295,6 +313,8 @@ class _OutputTables:
         #: Whether delta-rs commits the tables on the driver: a Delta output on the local
         #: file system that this process and Spark both see.
         self.commits_on_driver = config.output_format == "delta" and is_local(output, spark)
+        #: A run over few rows (SMALL_RUN_ROWS): its small tables all come to the driver.
+        self.small_run = False
 
     def write(self, name: str, df: DataFrame) -> None:
         """Write one table and log what it wrote: the tables are computed as they are
@@ -306,15 +326,24 @@ class _OutputTables:
         log.info("wrote %s: %s in %.1f s", name, rows, time.monotonic() - started)
 
     def _write(self, name: str, df: DataFrame) -> Written:
-        """Write table `name`: one of DRIVER_TABLES comes to the driver first if it is small
-        (and is read back from there), and is committed by delta-rs where the output is a
-        local Delta folder; any other through Spark."""
+        """Write table `name`: one of DRIVER_TABLES (in a small run, any but the two
+        per-record tables) comes to the driver first if it is small (and is read back from
+        there), and is committed by delta-rs where the output is a local Delta folder; any
+        other through Spark."""
         path = f"{self.output}/{name}"
-        rows = rows_on_driver(df) if name in DRIVER_TABLES else None
+        to_driver = name in DRIVER_TABLES or (
+            self.small_run and name not in PER_RECORD_WRITTEN_FIRST
+        )
+        rows = rows_on_driver(df) if to_driver else None
         if rows is not None:
             self.on_driver[name] = rows
         if rows is not None and self.commits_on_driver:
-            written = write_delta_on_driver(path, rows)
+            written = write_delta_on_driver(
+                path,
+                rows,
+                stats_columns=stats_columns(name),
+                partition_by=PARTITION_COLUMNS.get(name, ()),
+            )
         else:
             # Rows on the driver make one file: coalescing them runs no work upstream.
             written = write_table(

@@ -16,17 +16,20 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
+from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from sharestate.errors import InvalidConfigError
 from sharestate.job import JobConfig, cli, compute, summarize
 from sharestate.job import main as job_main
+from sharestate.job import run as run_module
 from sharestate.job.config import build_config, read_config_file
 from sharestate.job.session import read_spark_defaults
 from sharestate.sample.exports import SampleSpec, write_sample
 from tests.conftest import SESSION
 from tests.support.paths import ROOT
+from tests.support.tables import assert_same_rows
 
 pytestmark = pytest.mark.spark
 
@@ -236,6 +239,44 @@ def test_written_tables_equal_computed_ones(
             assert_df_equality(written, df, ignore_row_order=True, ignore_nullable=True)
     finally:
         computed.unpersist()
+
+
+def test_a_small_run_writes_its_small_tables_from_the_driver_with_the_same_rows(
+    spark: SparkSession, sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full run over few rows (`SMALL_RUN_ROWS`) brings every table but the two
+    per-record ones to the driver and commits them by delta-rs, and counts its summary
+    there: the same tables and summary as the run that writes them through Spark."""
+    outputs = {"small": tmp_path / "small", "spark": tmp_path / "spark"}
+    summaries = {}
+    for kind, output in outputs.items():
+        if kind == "spark":
+            monkeypatch.setattr(run_module, "SMALL_RUN_ROWS", 0)
+        config = JobConfig(
+            share_state=str(sample / "share_state"),
+            consumer_offsets=str(sample / "consumer_offsets"),
+            output=str(output),
+        )
+        summaries[kind] = {k: v for k, v in job_main(spark, config).items() if k != "run_at"}
+    assert summaries["small"] == summaries["spark"]
+    for table in (*TABLES, *MAYBE_EMPTY):
+        if table != "run_summary":
+            assert_same_rows(outputs["small"] / table, outputs["spark"] / table)
+    writers = {
+        kind: {
+            table: DeltaTable(str(output / table)).history(1)[0].get("engineInfo", "")
+            for table in ("share_state_records", "poison_messages", "quarantine")
+        }
+        for kind, output in outputs.items()
+    }
+    assert writers["small"]["share_state_records"].startswith("Apache-Spark")
+    assert all(
+        writers["small"][t].startswith("delta-rs") for t in ("poison_messages", "quarantine")
+    )
+    assert all(writer.startswith("Apache-Spark") for writer in writers["spark"].values())
+    assert DeltaTable(str(outputs["small"] / "poison_messages")).metadata().partition_columns == [
+        "settled"
+    ]
 
 
 @pytest.mark.slow  # the decode's own test of the same (tests/spark/test_spark_decode.py) stays
