@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -236,7 +238,7 @@ def _compute_and_write(
                 summary, quarantine_kinds(written.quarantine), written.share_group_records
             )
             checkpoint = Checkpoint(
-                extents=_extents(written),
+                extents=_extents(written, tables.on_driver),
                 table_versions=tables.versions_written(),
                 exports=listings,
                 options=run_options(config),
@@ -275,15 +277,57 @@ def _start_work(spark: SparkSession, config: JobConfig, engine: EngineInUse) -> 
     return engine
 
 
-def _extents(results: Results) -> dict[str, dict[int, Extent]]:
-    """Per input and partition: the exported positions the run processed."""
-    sources = {"share_state": results.share_state_records}
+def _extents(results: Results, on_driver: Mapping[str, pa.Table]) -> dict[str, dict[int, Extent]]:
+    """Per input and partition: the exported positions the run processed. Those of
+    `__share_group_state` are the pruning cut-off's exported counts and offsets (computed
+    from the same positions) when that table came to the driver (`on_driver`), and those of
+    `__consumer_offsets` are found there when its records and the quarantine did."""
+    extents = {}
+    if "pruning_cutoff" in on_driver:
+        extents["share_state"] = _cutoff_extents(on_driver["pruning_cutoff"])
+    else:
+        extents["share_state"] = _position_extents(
+            results.share_state_records, results.quarantine, "share_state"
+        )
     if results.share_group_records is not None:
-        sources["consumer_offsets"] = results.share_group_records
+        if "share_group_records" in on_driver and "quarantine" in on_driver:
+            extents["consumer_offsets"] = _arrow_extents(
+                _arrow_positions(
+                    on_driver["share_group_records"], on_driver["quarantine"], "consumer_offsets"
+                )
+            )
+        else:
+            extents["consumer_offsets"] = _position_extents(
+                results.share_group_records, results.quarantine, "consumer_offsets"
+            )
+    return extents
+
+
+def _cutoff_extents(pruning: pa.Table) -> dict[int, Extent]:
+    """The extents of `__share_group_state` from `pruning_cutoff`'s rows on the driver."""
     return {
-        source: _position_extents(records, results.quarantine, source)
-        for source, records in sources.items()
+        int(row["source_partition"]): Extent(
+            int(row["first_exported_offset"]),
+            int(row["last_exported_offset"]),
+            int(row["exported_records"]),
+        )
+        for row in pruning.to_pylist()
+        if row["exported_records"]
     }
+
+
+def _arrow_positions(records: pa.Table, quarantine: pa.Table, source: str) -> pa.Table:
+    """`exported_positions` of tables on the driver: the records' positions and those of
+    the quarantined rows of `source` (not of another topic)."""
+    columns = ["source_partition", "source_offset"]
+    kept = pc.and_(
+        pc.equal(quarantine.column("source"), source),
+        pc.not_equal(quarantine.column("reason_kind"), "wrong topic"),
+    )
+    quarantined = quarantine.filter(pc.fill_null(kept, False)).select(columns)
+    return pa.concat_tables(
+        [records.select(columns), quarantined.cast(records.select(columns).schema)]
+    )
 
 
 def _position_extents(records: DataFrame, quarantine: DataFrame, source: str) -> dict[int, Extent]:

@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from sharestate.errors import InvalidConfigError
+from sharestate.io.checkpoint import read_checkpoint
 from sharestate.job import JobConfig, cli, compute, summarize
 from sharestate.job import main as job_main
 from sharestate.job import run as run_module
@@ -277,6 +278,20 @@ def test_a_small_run_writes_its_small_tables_from_the_driver_with_the_same_rows(
     assert DeltaTable(str(outputs["small"] / "poison_messages")).metadata().partition_columns == [
         "settled"
     ]
+    # The checkpoint's extents, found on the driver (from pruning_cutoff, and the group
+    # records with the quarantine), are those Spark finds from the written tables.
+    checkpoint = read_checkpoint(spark, str(outputs["small"]))
+    assert checkpoint is not None
+    written = {
+        name: spark.read.format("delta").load(str(outputs["small"] / name))
+        for name in ("share_state_records", "share_group_records", "quarantine")
+    }
+    for source, records in (
+        ("share_state", "share_state_records"),
+        ("consumer_offsets", "share_group_records"),
+    ):
+        found = run_module._position_extents(written[records], written["quarantine"], source)
+        assert found and checkpoint.extents[source] == found
 
 
 @pytest.mark.slow  # the decode's own test of the same (tests/spark/test_spark_decode.py) stays
