@@ -4,8 +4,10 @@
   options parsed into one.
 * `pipeline`: `compute(spark, config)`: every table as DataFrames (`Results`), nothing
   written; `cache`: what a computation keeps persisted, and its release.
-* `run`: `main(spark, config)`: compute, write the tables in order, undo a failed run.
-* `summary`: `summarize(results)`, the run summary's counts, and its printed form.
+* `run`: `main(spark, config)`: compute, write the tables in order, undo a failed run;
+  `output_tables`: a full run's writes; `extents`: the checkpoint's exported extents.
+* `summary`: `summarize(results)`, the run summary's counts, and its printed form;
+  `summary_arrow`: the same counts of the tables a run brought to the driver.
 * `cli`: the `sharestate` command; `session`: a local Spark session for it and the tests.
 
 `compute`, `summarize`, `main`, `JobConfig` and `Results` are importable from here.

@@ -12,46 +12,33 @@ at the end are `summary`'s.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sharestate.audits import exported_positions, gaps_arrow, position_extents, quarantine_kinds
-from sharestate.errors import InputError
+from sharestate.audits import quarantine_kinds
 from sharestate.io import streams as streams_io
 from sharestate.io.changes import ExportFiles
 from sharestate.io.checkpoint import (
     CHECKPOINT_TABLE,
-    PARTITION_COLUMNS,
-    PLACEMENTS_TABLE,
     Checkpoint,
     Extent,
     checkpoint_frame,
     read_checkpoint,
-    stats_columns,
 )
 from sharestate.io.files import unreadable_files_named
 from sharestate.io.lock import output_lock
-from sharestate.io.store import TableStore, arrow_frame, is_local, rows_on_driver
+from sharestate.io.store import TableStore
 from sharestate.io.streams import Streams
 from sharestate.io.tables import (
-    Written,
-    keep_writes,
     parquet_timestamps_as_int64_micros,
-    read_table,
-    undo_writes,
-    write_delta_on_driver,
-    write_table,
 )
 from sharestate.job.cache import CacheScope
 from sharestate.job.config import JobConfig
+from sharestate.job.extents import arrow_extents, full_run_extents, position_extents_of
 from sharestate.job.increment import Increment
 from sharestate.job.incremental import (
     FullRunNeeded,
@@ -64,10 +51,9 @@ from sharestate.job.incremental import (
     stream_inputs,
     why_not_incremental,
 )
+from sharestate.job.output_tables import PER_RECORD_WRITTEN_FIRST, OutputTables
 from sharestate.job.pipeline import (
     Inputs,
-    Results,
-    WrittenTables,
     audit_replayed,
     decode_inputs,
     read_inputs,
@@ -91,27 +77,6 @@ from sharestate.jvm import EngineInUse, engine_in_use
 
 log = logging.getLogger("sharestate")
 
-#: The tables of a few rows per share-partition or fewer, which a full run brings to the
-#: driver to write (`_OutputTables._write`): the per-record tables, and those that grow
-#: with the history (ranges, segments), are written by Spark from its executors.
-DRIVER_TABLES: Final = frozenset(
-    {
-        "share_partition_state",
-        "delivery_counts",
-        PLACEMENTS_TABLE,
-        "pruning_cutoff",
-        "share_groups",
-        "share_partition_lag",
-        "findings",
-        "run_summary",
-        CHECKPOINT_TABLE,
-    }
-)
-#: The tables a full run writes first, one at a time, before the small ones it writes with
-#: them (`_compute_and_write`).
-PER_RECORD_WRITTEN_FIRST: Final = ("share_state_records", "share_partition_history")
-#: How many audit tables a full run writes at once (`_OutputTables.write_side_by_side`).
-AUDIT_WRITERS: Final = 4
 #: Rows read from the exports up to which a full run is a small one: every table but the
 #: two per-record ones comes to the driver to be written if it is small
 #: (`rows_on_driver`), as DRIVER_TABLES always do, and is committed by delta-rs where the
@@ -168,7 +133,7 @@ def _full(
     # is read by the next (and what both read, applied once).
     listings = export_listings(config, spark)
     streams = _start_streams(spark, config, output)
-    tables = _OutputTables(spark, config, output)
+    tables = OutputTables(spark, config, output)
     try:
         with CacheScope() as cache:
             summary = _compute_and_write(
@@ -188,7 +153,7 @@ def _full(
 def _compute_and_write(
     spark: SparkSession,
     config: JobConfig,
-    tables: _OutputTables,
+    tables: OutputTables,
     cache: CacheScope,
     listings: dict[str, ExportFiles],
     engine: EngineInUse,
@@ -238,7 +203,7 @@ def _compute_and_write(
                 summary, quarantine_kinds(written.quarantine), written.share_group_records
             )
             checkpoint = Checkpoint(
-                extents=_extents(written, tables.on_driver),
+                extents=full_run_extents(written, tables.on_driver),
                 table_versions=tables.versions_written(),
                 exports=listings,
                 options=run_options(config),
@@ -275,211 +240,6 @@ def _start_work(spark: SparkSession, config: JobConfig, engine: EngineInUse) -> 
     log.info("engine: %s", engine.detail)
     check_before_work(spark, config)
     return engine
-
-
-def _extents(results: Results, on_driver: Mapping[str, pa.Table]) -> dict[str, dict[int, Extent]]:
-    """Per input and partition: the exported positions the run processed. Those of
-    `__share_group_state` are the pruning cut-off's exported counts and offsets (computed
-    from the same positions) when that table came to the driver (`on_driver`), and those of
-    `__consumer_offsets` are found there when its records and the quarantine did."""
-    extents = {}
-    if "pruning_cutoff" in on_driver:
-        extents["share_state"] = _cutoff_extents(on_driver["pruning_cutoff"])
-    else:
-        extents["share_state"] = _position_extents(
-            results.share_state_records, results.quarantine, "share_state"
-        )
-    if results.share_group_records is not None:
-        if "share_group_records" in on_driver and "quarantine" in on_driver:
-            extents["consumer_offsets"] = _arrow_extents(
-                _arrow_positions(
-                    on_driver["share_group_records"], on_driver["quarantine"], "consumer_offsets"
-                )
-            )
-        else:
-            extents["consumer_offsets"] = _position_extents(
-                results.share_group_records, results.quarantine, "consumer_offsets"
-            )
-    return extents
-
-
-def _cutoff_extents(pruning: pa.Table) -> dict[int, Extent]:
-    """The extents of `__share_group_state` from `pruning_cutoff`'s rows on the driver."""
-    return {
-        int(row["source_partition"]): Extent(
-            int(row["first_exported_offset"]),
-            int(row["last_exported_offset"]),
-            int(row["exported_records"]),
-        )
-        for row in pruning.to_pylist()
-        if row["exported_records"]
-    }
-
-
-def _arrow_positions(records: pa.Table, quarantine: pa.Table, source: str) -> pa.Table:
-    """`exported_positions` of tables on the driver: the records' positions and those of
-    the quarantined rows of `source` (not of another topic)."""
-    columns = ["source_partition", "source_offset"]
-    kept = pc.and_(
-        pc.equal(quarantine.column("source"), source),
-        pc.not_equal(quarantine.column("reason_kind"), "wrong topic"),
-    )
-    quarantined = quarantine.filter(pc.fill_null(kept, False)).select(columns)
-    return pa.concat_tables(
-        [records.select(columns), quarantined.cast(records.select(columns).schema)]
-    )
-
-
-def _position_extents(records: DataFrame, quarantine: DataFrame, source: str) -> dict[int, Extent]:
-    """Per partition of input `source`: the extent of its exported positions among
-    `records` and `quarantine`."""
-    extents = position_extents(exported_positions(records, quarantine, source))
-    return {
-        int(row["source_partition"]): Extent(
-            int(row["first_offset"]), int(row["last_offset"]), int(row["rows"])
-        )
-        for row in extents.collect()
-    }
-
-
-class _OutputTables:
-    """A full run's output folder: writes each table and logs it, remembers what it wrote
-    to put it back if the run fails, and reads the per-record tables back."""
-
-    def __init__(self, spark: SparkSession, config: JobConfig, output: str) -> None:
-        self.spark, self.config, self.output = spark, config, output
-        #: Path -> what this run wrote there, put back if it fails.
-        self.done: dict[str, Written] = {}
-        #: Table -> the Delta commit this run made.
-        self.versions: dict[str, int | None] = {}
-        #: The tables that came to the driver to be written (`_write`), as written.
-        self.on_driver: dict[str, pa.Table] = {}
-        #: Whether delta-rs commits the tables on the driver: a Delta output on the local
-        #: file system that this process and Spark both see.
-        self.commits_on_driver = config.output_format == "delta" and is_local(output, spark)
-        #: A run over few rows (SMALL_RUN_ROWS): its small tables all come to the driver.
-        self.small_run = False
-
-    def write(self, name: str, df: DataFrame) -> None:
-        """Write one table and log what it wrote: the tables are computed as they are
-        written, so each write is a stage of the run."""
-        log.info("writing %s", name)
-        started = time.monotonic()
-        written = self._write(name, df)
-        rows = f"{written.rows:,} rows" if written.rows is not None else "rows not counted"
-        log.info("wrote %s: %s in %.1f s", name, rows, time.monotonic() - started)
-
-    def _write(self, name: str, df: DataFrame) -> Written:
-        """Write table `name`: one of DRIVER_TABLES (in a small run, any but the two
-        per-record tables) comes to the driver first if it is small (and is read back from
-        there), and is committed by delta-rs where the output is a local Delta folder; any
-        other through Spark."""
-        path = f"{self.output}/{name}"
-        to_driver = name in DRIVER_TABLES or (
-            self.small_run and name not in PER_RECORD_WRITTEN_FIRST
-        )
-        rows = rows_on_driver(df) if to_driver else None
-        if rows is not None:
-            self.on_driver[name] = rows
-        if rows is not None and self.commits_on_driver:
-            written = write_delta_on_driver(
-                path,
-                rows,
-                stats_columns=stats_columns(name),
-                partition_by=PARTITION_COLUMNS.get(name, ()),
-            )
-        else:
-            # Rows on the driver make one file: coalescing them runs no work upstream.
-            written = write_table(
-                arrow_frame(self.spark, rows).coalesce(1) if rows is not None else df,
-                path,
-                self.config.output_format,
-                stats_columns=stats_columns(name),
-                partition_by=PARTITION_COLUMNS.get(name, ()),
-                keep_previous=True,
-            )
-        self.done[path] = written
-        self.versions[name] = written.version
-        return written
-
-    def write_side_by_side(self, frames: dict[str, DataFrame]) -> None:
-        """Write the tables of `frames`, AUDIT_WRITERS at a time: each is small (a row per
-        share-partition or fewer, or a range or segment per share-partition), so its time
-        is mostly Spark's fixed cost per job and Delta's per commit, which overlap."""
-        steps = [lambda name=name, df=df: self.write(name, df) for name, df in frames.items()]
-        run_side_by_side(steps, at_most=AUDIT_WRITERS)
-
-    def versions_written(self) -> dict[str, int]:
-        return {name: v for name, v in self.versions.items() if v is not None}
-
-    def write_checkpoint(self, checkpoint: DataFrame) -> None:
-        self._write(CHECKPOINT_TABLE, checkpoint)
-
-    def read_back(self, name: str) -> DataFrame:
-        """The table this run wrote to `name` (from the driver, if it came there)."""
-        if name in self.on_driver:
-            return arrow_frame(self.spark, self.on_driver[name])
-        table = read_table(self.spark, f"{self.output}/{name}", self.config.output_format)
-        if table is None:
-            raise InputError(f"{self.output}/{name}: the table this run wrote cannot be read back")
-        return table
-
-    def written_tables(self, state: DataFrame, cache: CacheScope) -> WrittenTables:
-        """The per-record tables as written, and the state (`state`, as written) computed
-        once with its lineage cut (the rows written from the driver, else a local
-        checkpoint, else its table read back where the session refuses local checkpoints),
-        for the audits of a full run."""
-        state_as_written = (
-            self.read_back("share_partition_state")
-            if "share_partition_state" in self.on_driver
-            else cache.checkpoint(state, instead=lambda: self.read_back("share_partition_state"))
-        )
-        return WrittenTables(
-            share_partition_history=self.read_back("share_partition_history"),
-            share_partition_state=state_as_written,
-            share_state_records=self.read_back("share_state_records"),
-            quarantine=self.read_back("quarantine"),
-        )
-
-    def as_written(self, results: Results) -> Results:
-        """`results` with the per-record tables read back, for the run summary to count: it
-        then counts what was written, and a few columns of the written tables are cheaper
-        to read than the decoded rows, whole, from the disk cache (or, when nothing was
-        cached, than decoding again for each count); and with the audit tables that came to
-        the driver to be written (the findings, the pruning cut-off) as they came there."""
-        groups = results.share_group_records
-        audits = results.audits
-        if audits is not None:
-            audits = replace(
-                audits,
-                findings=self.read_back("findings"),
-                pruning_cutoff=self.read_back("pruning_cutoff"),
-            )
-        return replace(
-            results,
-            share_state_records=self.read_back("share_state_records"),
-            quarantine=self.read_back("quarantine"),
-            share_group_records=self.read_back("share_group_records")
-            if groups is not None
-            else None,
-            audits=audits,
-        )
-
-    def put_back(self) -> None:
-        """After a failure: the tables as the run found them, so that the output is the
-        earlier run's throughout, not partly this one's. (A killed run cannot do this: the
-        next incremental run does it.)"""
-        if not self.done:
-            return
-        log.warning("the run failed: putting back the %d table(s) it had written", len(self.done))
-        try:
-            undo_writes(self.spark, self.done, self.config.output_format)
-        except Exception:  # the run's own error is the one to report
-            log.exception("could not put back every table written before the failure")
-
-    def keep(self) -> None:
-        """After a run that ended well: drop the previous tables kept for `put_back`."""
-        keep_writes(self.spark, self.done, self.config.output_format)
 
 
 # --- incremental runs --------------------------------------------------------------------------
@@ -607,9 +367,9 @@ def _extents_after(
     """The exported extents of each input: the checkpoint's widened by this run's rows
     (those of `__share_group_state` from its positions on the driver)."""
     extents = {source: dict(parts) for source, parts in checkpoint.extents.items()}
-    found = {"share_state": _arrow_extents(increment.share_state_positions())}
+    found = {"share_state": arrow_extents(increment.share_state_positions())}
     if new.groups_decoded is not None:
-        found["consumer_offsets"] = _position_extents(
+        found["consumer_offsets"] = position_extents_of(
             new.groups_decoded.records, new.quarantine(), "consumer_offsets"
         )
     for source, parts in found.items():
@@ -617,16 +377,6 @@ def _extents_after(
             before = extents.setdefault(source, {}).get(partition)
             extents[source][partition] = extent if before is None else before.widened(extent)
     return extents
-
-
-def _arrow_extents(positions: pa.Table) -> dict[int, Extent]:
-    """Per partition of `positions` on the driver: the extent of its positions."""
-    return {
-        int(row["source_partition"]): Extent(
-            int(row["first_offset"]), int(row["last_offset"]), int(row["rows"])
-        )
-        for row in gaps_arrow.position_extents(positions).to_pylist()
-    }
 
 
 def _latest_group_record(stored: str | None, group_records: DataFrame | None) -> str | None:

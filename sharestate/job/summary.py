@@ -17,7 +17,6 @@ from typing import Any, Final
 from urllib.parse import urlparse
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
@@ -25,6 +24,7 @@ from sharestate.audits import REASON_DELIVERY_LIMIT, SEVERITIES
 from sharestate.audits.columns import EXACT, as_java_long
 from sharestate.decode.columns import KEY
 from sharestate.io.exports import count_rows
+from sharestate.job import summary_arrow
 from sharestate.job.pipeline import Results
 from sharestate.job.side_by_side import run_side_by_side
 
@@ -34,8 +34,7 @@ from sharestate.jvm import EngineInUse
 
 #: How many of the run summary's counts run at once (`summarize`).
 SUMMARY_COUNTERS: Final = 4
-#: One pair count: (first value, second value, rows).
-_Pair = tuple[str, str, int]
+_Pair = summary_arrow.Pair
 
 
 def summarize(results: Results, on_driver: Mapping[str, pa.Table] | None = None) -> dict[str, Any]:
@@ -47,15 +46,19 @@ def summarize(results: Results, on_driver: Mapping[str, pa.Table] | None = None)
     groups = results.share_group_records
     quarantine_pairs, record_pairs, record_keys, state, group_counts, audits = run_side_by_side(
         [
-            lambda: _pairs_of("quarantine", results.quarantine, rows, "source", "reason_kind"),
+            lambda: (
+                summary_arrow.pair_counts(rows["quarantine"], "source", "reason_kind")
+                if "quarantine" in rows
+                else _counts_by_pair(results.quarantine, "source", "reason_kind")
+            ),
             lambda: _counts_by_pair(results.share_state_records, "record_type", "layout"),
             lambda: _record_keys(results.share_state_records),
             lambda: (
-                _arrow_state_counts(rows["share_partition_state"])
+                summary_arrow.state_counts(rows["share_partition_state"])
                 if "share_partition_state" in rows
                 else _state_counts(results.share_partition_state)
             ),
-            lambda: _group_counts_of(groups, rows) if groups is not None else None,
+            lambda: _group_counts(groups, rows),
             lambda: _audit_summary(results, rows),
         ],
         at_most=SUMMARY_COUNTERS,
@@ -80,16 +83,6 @@ def summarize(results: Results, on_driver: Mapping[str, pa.Table] | None = None)
     }
     summary.update(audits)
     return summary
-
-
-def _pairs_of(
-    name: str, df: DataFrame, on_driver: Mapping[str, pa.Table], first: str, second: str
-) -> list[_Pair]:
-    if name in on_driver:
-        table = on_driver[name]
-        counted = table.group_by([first, second]).aggregate([([], "count_all")])
-        return [(row[first], row[second], int(row["count_all"])) for row in counted.to_pylist()]
-    return _counts_by_pair(df, first, second)
 
 
 def _count_by(df: DataFrame, column: str) -> dict[str, int]:
@@ -165,29 +158,14 @@ def _state_counts(state: DataFrame) -> dict[str, int]:
     return {"share_partitions": state.count(), "deleted": state.filter(F.col("deleted")).count()}
 
 
-def _arrow_state_counts(state: pa.Table) -> dict[str, int]:
-    return {
-        "share_partitions": state.num_rows,
-        "deleted": _true_count(state.column("deleted")),
-    }
-
-
-def _true_count(flags: pa.ChunkedArray) -> int:
-    return int(pc.sum(pc.fill_null(flags, False).cast(pa.int64())).as_py() or 0)
-
-
-def _group_counts_of(groups: DataFrame, on_driver: Mapping[str, pa.Table]) -> dict[str, Any]:
-    if "share_group_records" not in on_driver:
-        return _group_record_counts(groups)
-    table = on_driver["share_group_records"]
-    by_type = table.group_by(["record_type"]).aggregate([([], "count_all")]).to_pylist()
-    by_record_type = {str(r["record_type"]): int(r["count_all"]) for r in by_type}
-    share_ids = table.filter(pc.fill_null(table.column("is_share_record"), False))
-    return {
-        "rows": sum(by_record_type.values()),
-        "by_record_type": dict(sorted(by_record_type.items())),
-        "share_groups": len(pc.unique(share_ids.column("group_id"))),
-    }
+def _group_counts(
+    groups: DataFrame | None, on_driver: Mapping[str, pa.Table]
+) -> dict[str, Any] | None:
+    if groups is None:
+        return None
+    if "share_group_records" in on_driver:
+        return summary_arrow.group_record_counts(on_driver["share_group_records"])
+    return _group_record_counts(groups)
 
 
 def _group_record_counts(groups: DataFrame) -> dict[str, Any]:
@@ -206,116 +184,51 @@ def _audit_summary(results: Results, on_driver: Mapping[str, pa.Table]) -> dict[
     """Counts of the audit tables, one small Spark job per table (none for a table on the
     driver)."""
     if "poison_messages" in on_driver and "archived_messages" in on_driver:
-        out: dict[str, Any] = _arrow_archived_counts(
+        by_reason = summary_arrow.ranges_by_reason(
             on_driver["poison_messages"], on_driver["archived_messages"]
         )
     else:
-        out = _archived_counts(results.archived_ranges)
-    out["findings"] = (
-        _arrow_finding_counts(on_driver["findings"])
-        if "findings" in on_driver
-        else _finding_counts(results.findings)
-    )
-    pruning = (
-        _arrow_sums(
-            on_driver["pruning_cutoff"],
-            "partitions",
-            {"prunable": "prunable", "records_before_cutoff": "records_before_cutoff"},
-        )
-        if "pruning_cutoff" in on_driver
-        else _pruning_counts(results.pruning_cutoff)
-    )
-    if pruning is not None:
-        out["pruning_cutoff"] = pruning
-    if results.share_groups is not None:
-        groups = (
-            _arrow_sums(
-                on_driver["share_groups"],
-                "groups",
-                {"deleted": "deleted", "members": "member_count"},
-            )
-            if "share_groups" in on_driver
-            else _share_group_counts(results.share_groups)
-        )
-        if groups is not None:
-            out["share_groups"] = groups
-    if results.share_partition_lag is not None:
-        lag = (
-            _arrow_lag_counts(on_driver["share_partition_lag"])
-            if "share_partition_lag" in on_driver
-            else _lag_counts(results.share_partition_lag)
-        )
-        if lag is not None:
-            out["lag"] = lag
+        by_reason = _ranges_by_reason(results.archived_ranges)
+    out: dict[str, Any] = _ranges_counts(by_reason)
+    # (summary key, table, its frame, its Spark count, its Arrow count)
+    counters: list[tuple[str, str, DataFrame | None, Any, Any]] = [
+        ("findings", "findings", results.findings, _finding_counts, summary_arrow.finding_counts),
+        (
+            "pruning_cutoff",
+            "pruning_cutoff",
+            results.pruning_cutoff,
+            _pruning_counts,
+            summary_arrow.pruning_counts,
+        ),
+        (
+            "share_groups",
+            "share_groups",
+            results.share_groups,
+            _share_group_counts,
+            summary_arrow.share_group_counts,
+        ),
+        (
+            "lag",
+            "share_partition_lag",
+            results.share_partition_lag,
+            _lag_counts,
+            summary_arrow.lag_counts,
+        ),
+    ]
+    for key, table, frame, in_spark, in_arrow in counters:
+        counts: dict[str, Any] | None = None
+        if table in on_driver:
+            counts = in_arrow(on_driver[table])
+        elif frame is not None:
+            counts = in_spark(frame)
+        if counts is not None:
+            out[key] = counts
     return out
 
 
-def _java_long(value: int) -> int:
-    """An exact integer as Java's long arithmetic wraps it (`as_java_long`)."""
-    return (value + 2**63) % 2**64 - 2**63
-
-
-def _arrow_archived_counts(poison: pa.Table, archived: pa.Table) -> dict[str, Any]:
-    """`_archived_counts` of the two range tables on the driver."""
-    by_reason = {REASON_DELIVERY_LIMIT: (poison.num_rows, _exact_sum(poison.column("offsets")))}
-    for reason in pc.unique(archived.column("reason")).to_pylist():
-        rows = archived.filter(pc.equal(archived.column("reason"), reason))
-        by_reason[reason] = (rows.num_rows, _exact_sum(rows.column("offsets")))
-    poison_counts = by_reason.pop(REASON_DELIVERY_LIMIT)
+def _ranges_by_reason(ranges: DataFrame) -> dict[str, tuple[int, int]]:
+    """Per reason of `archived_ranges`: its ranges and offsets."""
     return {
-        "poison_messages": {"ranges": poison_counts[0], "offsets": poison_counts[1]},
-        "archived_messages": {
-            "ranges": sum(r for r, _ in by_reason.values()),
-            "offsets": sum(o for _, o in by_reason.values()),
-            "by_reason": {
-                reason: {"ranges": r, "offsets": o} for reason, (r, o) in by_reason.items()
-            },
-        },
-    }
-
-
-def _exact_sum(values: pa.ChunkedArray) -> int:
-    return _java_long(sum(v for v in values.to_pylist() if v is not None))
-
-
-def _arrow_finding_counts(findings: pa.Table) -> dict[str, Any]:
-    by_code: dict[str, dict[str, int]] = {}
-    by_severity = dict.fromkeys(SEVERITIES, 0)
-    counted = findings.group_by(["severity", "code"]).aggregate([([], "count_all")])
-    for row in counted.to_pylist():
-        by_severity[row["severity"]] = by_severity.get(row["severity"], 0) + row["count_all"]
-        by_code.setdefault(row["severity"], {})[row["code"]] = row["count_all"]
-    return {
-        "by_severity": by_severity,
-        "by_code": {severity: dict(sorted(codes.items())) for severity, codes in by_code.items()},
-    }
-
-
-def _arrow_sums(table: pa.Table, rows_key: str, columns: dict[str, str]) -> dict[str, int]:
-    """The row count as `rows_key`, and per key of `columns` the count of true values of
-    its boolean column, or the sum of its numeric one (0 when all are null)."""
-    out = {rows_key: table.num_rows}
-    for key, column in columns.items():
-        values = table.column(column)
-        if pa.types.is_boolean(values.type):
-            out[key] = _true_count(values)
-        else:
-            out[key] = int(pc.sum(values).as_py() or 0)
-    return out
-
-
-def _arrow_lag_counts(lag: pa.Table) -> dict[str, int]:
-    values = lag.column("lag")
-    return {
-        "share_partitions": lag.num_rows,
-        "with_lag": len(values) - values.null_count,
-        "total_lag": int(pc.sum(values).as_py() or 0),
-    }
-
-
-def _archived_counts(ranges: DataFrame) -> dict[str, Any]:
-    """Ranges and offsets of the poison messages, and of the archived ones by reason."""
-    by_reason = {
         row["reason"]: (int(row["ranges"]), int(row["offsets"] or 0))
         for row in ranges.groupBy("reason")
         .agg(
@@ -325,14 +238,19 @@ def _archived_counts(ranges: DataFrame) -> dict[str, Any]:
         )
         .collect()
     }
-    poison = by_reason.pop(REASON_DELIVERY_LIMIT, (0, 0))
+
+
+def _ranges_counts(by_reason: dict[str, tuple[int, int]]) -> dict[str, Any]:
+    """Ranges and offsets of the poison messages, and of the archived ones by reason."""
+    archived = dict(by_reason)
+    poison = archived.pop(REASON_DELIVERY_LIMIT, (0, 0))
     return {
         "poison_messages": {"ranges": poison[0], "offsets": poison[1]},
         "archived_messages": {
-            "ranges": sum(r for r, _ in by_reason.values()),
-            "offsets": sum(o for _, o in by_reason.values()),
+            "ranges": sum(r for r, _ in archived.values()),
+            "offsets": sum(o for _, o in archived.values()),
             "by_reason": {
-                reason: {"ranges": r, "offsets": o} for reason, (r, o) in by_reason.items()
+                reason: {"ranges": r, "offsets": o} for reason, (r, o) in archived.items()
             },
         },
     }

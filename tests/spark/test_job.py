@@ -26,6 +26,7 @@ from sharestate.job import JobConfig, cli, compute, summarize
 from sharestate.job import main as job_main
 from sharestate.job import run as run_module
 from sharestate.job.config import build_config, read_config_file
+from sharestate.job.extents import position_extents_of
 from sharestate.job.session import read_spark_defaults
 from sharestate.sample.exports import SampleSpec, write_sample
 from tests.conftest import SESSION
@@ -290,7 +291,7 @@ def test_a_small_run_writes_its_small_tables_from_the_driver_with_the_same_rows(
         ("share_state", "share_state_records"),
         ("consumer_offsets", "share_group_records"),
     ):
-        found = run_module._position_extents(written[records], written["quarantine"], source)
+        found = position_extents_of(written[records], written["quarantine"], source)
         assert found and checkpoint.extents[source] == found
 
 

@@ -1,0 +1,97 @@
+"""The run summary's counts of the tables a run brought to the driver (Arrow): the same
+numbers `sharestate.job.summary` counts with Spark, with no Spark job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sharestate.audits import REASON_DELIVERY_LIMIT, SEVERITIES
+
+#: One pair count: (first value, second value, rows).
+Pair = tuple[str, str, int]
+
+
+def pair_counts(table: pa.Table, first: str, second: str) -> list[Pair]:
+    """Rows per (first, second) value pair."""
+    counted = table.group_by([first, second]).aggregate([([], "count_all")])
+    return [(row[first], row[second], int(row["count_all"])) for row in counted.to_pylist()]
+
+
+def state_counts(state: pa.Table) -> dict[str, int]:
+    return {"share_partitions": state.num_rows, "deleted": _true_count(state.column("deleted"))}
+
+
+def group_record_counts(records: pa.Table) -> dict[str, Any]:
+    by_type = records.group_by(["record_type"]).aggregate([([], "count_all")]).to_pylist()
+    by_record_type = {str(r["record_type"]): int(r["count_all"]) for r in by_type}
+    share_records = records.filter(pc.fill_null(records.column("is_share_record"), False))
+    return {
+        "rows": sum(by_record_type.values()),
+        "by_record_type": dict(sorted(by_record_type.items())),
+        "share_groups": len(pc.unique(share_records.column("group_id"))),
+    }
+
+
+def ranges_by_reason(poison: pa.Table, archived: pa.Table) -> dict[str, tuple[int, int]]:
+    """Per reason: the ranges and offsets of the two range tables (the poison messages'
+    reason is the delivery limit)."""
+    by_reason = {REASON_DELIVERY_LIMIT: (poison.num_rows, _exact_sum(poison.column("offsets")))}
+    for reason in pc.unique(archived.column("reason")).to_pylist():
+        rows = archived.filter(pc.equal(archived.column("reason"), reason))
+        by_reason[reason] = (rows.num_rows, _exact_sum(rows.column("offsets")))
+    return by_reason
+
+
+def finding_counts(findings: pa.Table) -> dict[str, Any]:
+    by_code: dict[str, dict[str, int]] = {}
+    by_severity = dict.fromkeys(SEVERITIES, 0)
+    counted = findings.group_by(["severity", "code"]).aggregate([([], "count_all")])
+    for row in counted.to_pylist():
+        by_severity[row["severity"]] = by_severity.get(row["severity"], 0) + row["count_all"]
+        by_code.setdefault(row["severity"], {})[row["code"]] = row["count_all"]
+    return {
+        "by_severity": by_severity,
+        "by_code": {severity: dict(sorted(codes.items())) for severity, codes in by_code.items()},
+    }
+
+
+def pruning_counts(pruning_cutoff: pa.Table) -> dict[str, int]:
+    return {
+        "partitions": pruning_cutoff.num_rows,
+        "prunable": _true_count(pruning_cutoff.column("prunable")),
+        "records_before_cutoff": _sum(pruning_cutoff.column("records_before_cutoff")),
+    }
+
+
+def share_group_counts(share_groups: pa.Table) -> dict[str, int]:
+    return {
+        "groups": share_groups.num_rows,
+        "deleted": _true_count(share_groups.column("deleted")),
+        "members": _sum(share_groups.column("member_count")),
+    }
+
+
+def lag_counts(lag: pa.Table) -> dict[str, int]:
+    values = lag.column("lag")
+    return {
+        "share_partitions": lag.num_rows,
+        "with_lag": len(values) - values.null_count,
+        "total_lag": _sum(values),
+    }
+
+
+def _true_count(flags: pa.ChunkedArray) -> int:
+    return int(pc.sum(pc.fill_null(flags, False).cast(pa.int64())).as_py() or 0)
+
+
+def _sum(values: pa.ChunkedArray) -> int:
+    return int(pc.sum(values).as_py() or 0)
+
+
+def _exact_sum(values: pa.ChunkedArray) -> int:
+    """The exact sum as Java's long arithmetic wraps it (`as_java_long`)."""
+    total = sum(v for v in values.to_pylist() if v is not None)
+    return int((total + 2**63) % 2**64 - 2**63)
