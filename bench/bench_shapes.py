@@ -17,7 +17,8 @@ resident memory is read from /proc while it runs.
   outside reading, decoding, replaying and the two per-record tables (the process's time
   less the span from "reading and decoding" to "wrote share_partition_history" in its
   log; goal: at most 15 s); then 10,000 newer records arrive and a fresh
-  `--mode incremental` process applies them (goal: at most 15 s).
+  `--mode incremental` process applies them (goal: at most 15 s). Three turns of both;
+  the goals are judged on the medians.
 
 Results go to bench/results/ (`bench_results.py`).
 """
@@ -29,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -56,6 +58,8 @@ DATA = ROOT / "bench-data"
 BIG = (2_000_000, 4_000)
 SMALL = (500_000, 1_000)
 SMALL_NEW = 10_000
+#: Turns of the small export's runs; its goals are judged on the medians.
+SMALL_TURNS = 3
 GOALS = {
     "big_increment_over_full": 1.2,
     "moved_export_over_full": 1.2,
@@ -248,25 +252,41 @@ def _big(seed: int, work: Path) -> dict[str, Any]:
 
 
 def _small(seed: int, work: Path) -> dict[str, Any]:
+    """SMALL_TURNS turns of the small export's full run and fresh increment, one after
+    another: the goals are judged on the medians (single runs on these machines spread by
+    a second or more)."""
     records, keys = SMALL
     folder = _export(records, keys, seed, SMALL_NEW)
     output = work / "small"
-    shutil.rmtree(output, ignore_errors=True)
-    _arrive(folder, False)
-    full = _replay(folder / "s", folder / "o", output, "full")
-    inside = _span(full["log"], "reading and decoding", "wrote share_partition_history")
-    _arrive(folder, True)
-    try:
-        increment = _replay(folder / "s", folder / "o", output, "incremental")
-    finally:
+    turns = []
+    for _ in range(SMALL_TURNS):
+        shutil.rmtree(output, ignore_errors=True)
         _arrive(folder, False)
+        full = _replay(folder / "s", folder / "o", output, "full")
+        inside = _span(full["log"], "reading and decoding", "wrote share_partition_history")
+        _arrive(folder, True)
+        try:
+            increment = _replay(folder / "s", folder / "o", output, "incremental")
+        finally:
+            _arrive(folder, False)
+        turns.append(
+            {
+                "full": _without_log(full),
+                "full_read_decode_replay_per_record_tables_seconds": round(inside, 2),
+                "full_fixed_seconds": round(full["seconds"] - inside, 2),
+                "fresh_increment": _without_log(increment),
+                "fresh_increment_log": increment["log"],
+            }
+        )
     return {
         "records": records,
         "share_partitions": keys,
-        "full": _without_log(full),
-        "full_read_decode_replay_per_record_tables_seconds": round(inside, 2),
-        "full_fixed_seconds": round(full["seconds"] - inside, 2),
-        "fresh_increment": _without_log(increment),
+        "turns": turns,
+        "full_seconds": statistics.median(t["full"]["seconds"] for t in turns),
+        "full_fixed_seconds": statistics.median(t["full_fixed_seconds"] for t in turns),
+        "fresh_increment_seconds": statistics.median(
+            t["fresh_increment"]["seconds"] for t in turns
+        ),
     }
 
 
@@ -291,7 +311,7 @@ def main() -> None:
             "moved_export_over_full": big["moved_export_over_full"]
             <= GOALS["moved_export_over_full"],
             "small_fixed_seconds": small["full_fixed_seconds"] <= GOALS["small_fixed_seconds"],
-            "small_fresh_increment_seconds": small["fresh_increment"]["seconds"]
+            "small_fresh_increment_seconds": small["fresh_increment_seconds"]
             <= GOALS["small_fresh_increment_seconds"],
         },
     }

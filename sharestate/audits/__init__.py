@@ -21,6 +21,10 @@ builds them all; one module per table family:
 * `start_offsets`: when each start offset last moved (the fold's columns, by a window).
 * `findings`: data-quality problems, one row each, with a severity and an actionable
   message: one registered rule per kind of finding (`findings.RULES`).
+* `driver`: every table above in Arrow on the driver, from each one's Arrow twin
+  (`counts_arrow`, `ranges_arrow`, `segments_arrow`, `pruning_arrow`, `groups_arrow`,
+  `findings_arrow`; pure pyarrow and numpy, held equal to the DataFrame versions by the
+  tests): what a small run and an incremental run's touched share-partitions use.
 * `columns`, `options`: the column helpers they share; the run's settings.
 
 Column meanings, and why each rule is what it is: docs/audits.md.
@@ -133,6 +137,8 @@ class Audits:
     findings: DataFrame
     share_groups: DataFrame | None = None
     share_partition_lag: DataFrame | None = None
+    #: What the finding rules read (for their Arrow twins, `findings_arrow`).
+    finding_inputs: FindingInputs | None = None
 
 
 #: What `audit` does with results that several tables read, given together when they do
@@ -223,4 +229,5 @@ def audit(
         findings=findings_table(inputs, per_record_findings(inputs)),
         share_groups=groups,
         share_partition_lag=inputs.lag,
+        finding_inputs=inputs,
     )

@@ -172,3 +172,50 @@ def _before_cutoff(
     np.add.at(missing, rows, np.maximum(overlap, 0))
     span = np.maximum(high - low + 1, 0)
     return np.where(has_cutoff, span - missing, 0)
+
+
+def pruning_cutoff(placements: pa.Table, positions: pa.Table) -> pa.Table:
+    """`pruning.pruning_cutoff`, as a full run computes it: per partition of the exported
+    `positions` (source_partition, source_offset: `pruning.exported_positions`), how many
+    there are, the first and last, and how many lie below the cut-off of `cutoffs` of
+    `placements` (every share-partition's). A null partition is a group of its own, with no
+    cut-off, as Spark's `groupBy` and join leave it."""
+    found = cutoffs(placements.filter(pc.is_valid(placements.column("source_partition"))))
+    partitions = positions.column("source_partition").combine_chunks()
+    offsets = positions.column("source_offset").combine_chunks()
+    cutoff = found.column("cutoff_offset").combine_chunks()
+    # Each position's partition's cut-off; a count of `when(offset < cutoff)` skips nulls.
+    at = _index_of(found.column("source_partition"), partitions)
+    before = pc.fill_null(pc.less(offsets, pc.take(cutoff, take_indices(at))), False)
+    counted = (
+        pa.table(
+            {
+                "source_partition": partitions,
+                "source_offset": offsets,
+                "_before": pc.cast(before, pa.int64()),
+            }
+        )
+        .group_by(_PARTITION, use_threads=False)
+        .aggregate(
+            [
+                ([], "count_all"),
+                ("source_offset", "min"),
+                ("source_offset", "max"),
+                ("_before", "sum"),
+            ]
+        )
+    )
+    joined = found.take(
+        take_indices(_index_of(found.column("source_partition"), counted["source_partition"]))
+    )
+    columns = {n: joined.column(n) for n in found.column_names if n != "source_partition"}
+    for name in columns:
+        if name.endswith("_share_partitions"):
+            columns[name] = pc.fill_null(columns[name], 0)
+    columns["prunable"] = pc.fill_null(pc.greater(joined.column("cutoff_offset"), 0), False)
+    columns["source_partition"] = counted.column("source_partition")
+    columns["exported_records"] = counted.column("count_all")
+    columns["first_exported_offset"] = counted.column("source_offset_min")
+    columns["last_exported_offset"] = counted.column("source_offset_max")
+    columns["records_before_cutoff"] = counted.column("_before_sum")
+    return pa.table({name: columns[name] for name in PRUNING_SCHEMA.names}).cast(PRUNING_SCHEMA)

@@ -1,13 +1,13 @@
-"""Archived ranges computed in Arrow, for the touched share-partitions on the driver: what an
-incremental run does with their new archived intervals and stored ranges, which as Spark
-queries (a window per share-partition, joins with the state) cost more to plan and start
-than to compute.
+"""Archived ranges computed in Arrow, on the driver: what an incremental run does with the
+touched share-partitions' new archived intervals and stored ranges, and a small run with
+every record's, which as Spark queries (a window per share-partition, joins with the state)
+cost more to plan and start than to compute.
 
 Each function gives the rows its twin in `sharestate.audits.ranges` gives for the same input
 (the tests hold them equal); the columns and their types are `archived_messages`'s
-(`RANGES_SCHEMA`; `poison_messages` is it without `reason`). The inputs are collected from
-Spark as the twins' own first steps make them: `ranges.reasoned_intervals` of the records,
-`ranges.final_state_columns` of the state. Pure pyarrow and numpy: no Spark.
+(`RANGES_SCHEMA`; `poison_messages` is it without `reason`). The inputs are those the
+twins' own first steps make: `reasoned_intervals` of the records and `final_state_columns`
+of the state, here in Arrow too. Pure pyarrow and numpy: no Spark.
 """
 
 from __future__ import annotations
@@ -19,9 +19,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sharestate.arrow_keys import KeyGroups
-from sharestate.decode.columns import KEY
+from sharestate.audits.counts_arrow import exploded
+from sharestate.decode.columns import KEY, LOG_ORDER
+from sharestate.kafka.constants import ARCHIVED, SNAPSHOT, UPDATE
 
 _TIMESTAMP: Final = pa.timestamp("us", tz="UTC")
+#: `ranges`' `reason` values (`ranges.REASON_*`, which import Spark; the tests hold them
+#: equal).
+REASON_DELIVERY_LIMIT: Final = "delivery_count_limit"
+REASON_BELOW_LIMIT: Final = "below_delivery_limit"
+REASON_NEVER_DELIVERED: Final = "never_delivered"
 _BY: Final = (*KEY, "reason")
 #: The first and last record that showed a part of a range.
 _SEEN: Final = ("source_partition", "source_offset", "timestamp")
@@ -259,3 +266,115 @@ def refresh_scope(final: pa.Table, intervals: pa.Table) -> pa.Table:
             "_settled_changes": pc.and_(reopened, pc.is_valid(old)),
         }
     )
+
+
+def reasoned_intervals(records: pa.Table, delivery_count_limit: int) -> pa.Table:
+    """`ranges.reasoned_intervals`: every Archived batch (last offset >= first) of every
+    snapshot and update of `records` (`share_state_records` rows), one row each with the
+    record that holds it and the `reason` of its range. The columns and their types are
+    Spark's: a batch field is nullable where the batch or the field is."""
+    wanted = pc.fill_null(
+        pc.is_in(records.column("record_type"), pa.array([SNAPSHOT, UPDATE])), False
+    )
+    holders = records.select([*KEY, *LOG_ORDER, "source_timestamp", "state_batches"])
+    rows, batches = exploded(holders.filter(wanted), "state_batches")
+    first = pc.struct_field(batches, "first_offset")
+    last = pc.struct_field(batches, "last_offset")
+    count = pc.struct_field(batches, "delivery_count")
+    archived = pc.and_(
+        pc.equal(pc.struct_field(batches, "delivery_state"), ARCHIVED),
+        pc.greater_equal(last, first),
+    )
+    keep = pc.fill_null(archived, False)
+    count = count.filter(keep)
+    # when(count >= limit, ...).when(count <= 0, ...).otherwise(...): a null count is below.
+    reason = pc.if_else(
+        pc.fill_null(pc.greater_equal(count, delivery_count_limit), False),
+        REASON_DELIVERY_LIMIT,
+        pc.if_else(
+            pc.fill_null(pc.less_equal(count, 0), False), REASON_NEVER_DELIVERED, REASON_BELOW_LIMIT
+        ),
+    )
+    element = holders.schema.field("state_batches").type.value_field
+    batch_fields = [
+        pa.field(name, field.type, nullable=element.nullable or field.nullable)
+        for name in ("first_offset", "last_offset", "delivery_count")
+        for field in [element.type.field(name)]
+    ]
+    schema = pa.schema(
+        [
+            *(holders.schema.field(name) for name in (*KEY, *LOG_ORDER, "source_timestamp")),
+            *batch_fields,
+            pa.field("reason", pa.string(), nullable=False),
+        ]
+    )
+    columns = [
+        *(rows.column(name).filter(keep) for name in (*KEY, *LOG_ORDER, "source_timestamp")),
+        first.filter(keep),
+        last.filter(keep),
+        count,
+        reason,
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def final_state_columns(state: pa.Table) -> pa.Table:
+    """`ranges.final_state_columns`: per share-partition of `state` (`share_partition_state`
+    rows), whether it is deleted, its effective start offset (`_eso`), its settle bound
+    (`_bound`, `_settle_bound`) and its Archived batches (`_archived`, of the type of
+    `state_batches`: a null list stays null, a batch of null state is left out)."""
+    lists = state.column("state_batches").combine_chunks()
+    batches = pc.list_flatten(lists)
+    counts = np.asarray(pc.fill_null(pc.list_value_length(lists), 0), dtype=np.int64)
+    parents = np.repeat(np.arange(len(lists), dtype=np.int64), counts)
+    keep = np.asarray(
+        pc.fill_null(pc.equal(pc.struct_field(batches, "delivery_state"), ARCHIVED), False),
+        dtype=bool,
+    )
+    kept = np.bincount(parents[keep], minlength=len(lists))
+    offsets = np.concatenate([[0], np.cumsum(kept)]).astype(np.int32)
+    archived = pa.ListArray.from_arrays(
+        pa.array(offsets),
+        batches.filter(pa.array(keep)),
+        type=lists.type,
+        mask=pc.is_null(lists),
+    )
+    field = state.schema.field
+    schema = pa.schema(
+        [
+            *(field(name) for name in KEY),
+            field("deleted").with_name("share_partition_deleted"),
+            field("effective_start_offset").with_name("_eso"),
+            pa.field("_bound", pa.int64()),
+            field("state_batches").with_name("_archived"),
+        ]
+    )
+    columns = [
+        *(state.column(name) for name in KEY),
+        state.column("deleted"),
+        state.column("effective_start_offset"),
+        _settle_bound(state, lists, batches, parents),
+        archived,
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _settle_bound(
+    state: pa.Table, lists: pa.Array, batches: pa.Array, parents: np.ndarray[Any, Any]
+) -> pa.Array:
+    """`ranges._settle_bound` of each row of `state`: for a live share-partition, the least
+    of its start offset and its batches' first offsets (nulls skipped: null if all are),
+    null for a deleted one. `batches` are its `lists` flattened, of the rows `parents`."""
+    n = len(lists)
+    firsts = pc.struct_field(batches, "first_offset")
+    valid = np.asarray(pc.is_valid(firsts), dtype=bool)
+    values = np.asarray(pc.fill_null(firsts, 0), dtype=np.int64)
+    start = state.column("start_offset").combine_chunks()
+    start_valid = np.asarray(pc.is_valid(start), dtype=bool)
+    bound = np.where(
+        start_valid, np.asarray(pc.fill_null(start, 0), dtype=np.int64), np.iinfo(np.int64).max
+    )
+    np.minimum.at(bound, parents[valid], values[valid])
+    found = start_valid | (np.bincount(parents[valid], minlength=n) > 0)
+    live = np.asarray(pc.invert(pc.fill_null(state.column("deleted"), False)), dtype=bool)
+    return pa.array(bound, pa.int64(), mask=~(found & live))

@@ -38,14 +38,15 @@ from sharestate.audits import (
     REASON_DELIVERY_LIMIT,
     SEGMENT_KEY,
     archived_ranges,
-    delivery_counts,
+    counts_arrow,
     exported_positions,
     ranges_arrow,
     segments_arrow,
 )
+from sharestate.audits.driver import RECORD_COLUMNS
 from sharestate.audits.findings.placement import KEY_HASH
 from sharestate.audits.findings.registry import Source
-from sharestate.audits.ranges import SETTLED, final_with_stored_bounds, reasoned_intervals
+from sharestate.audits.ranges import SETTLED
 from sharestate.decode.columns import KEY
 from sharestate.io.checkpoint import PLACEMENTS_TABLE
 from sharestate.io.store import Change, TableStore, arrow_frame
@@ -132,11 +133,28 @@ class Increment:
 
     def new_delivery_counts(self) -> pa.Table:
         """`delivery_counts` of the touched keys' new state, on the driver (their table's
-        commit and the per-share-partition findings read it)."""
+        commit and the per-share-partition findings read it), by its Arrow twin."""
         return self._on_driver(
             "delivery_counts",
-            lambda: delivery_counts(self.new_state, self.delivery_count_limit).toArrow(),
+            lambda: counts_arrow.delivery_counts(self.new_state_rows(), self.delivery_count_limit),
         )
+
+    def new_state_rows(self) -> pa.Table:
+        """The touched keys' new state (`new_state`) on the driver (the delivery counts and
+        the ranges read it)."""
+        return self._on_driver("new_state", self.new_state.toArrow)
+
+    def touched_stored_state(self) -> pa.Table:
+        """The touched keys' stored state (of `stored_state`, as read before the run changed
+        the table), on the driver."""
+        return self._on_driver(
+            "stored_state",
+            lambda: self.stored_state.join(self.touched_frame, list(KEY), "left_semi").toArrow(),
+        )
+
+    def record_rows(self) -> pa.Table:
+        """What the ranges read of this run's records (`RECORD_COLUMNS`), on the driver."""
+        return self._on_driver("records", lambda: self.records.select(*RECORD_COLUMNS).toArrow())
 
     def history_rows(self) -> pa.Table:
         """This run's history rows (`history`) on the driver (their table's commit and the
@@ -335,12 +353,16 @@ def write_ranges(increment: Increment) -> None:
     (`ranges_arrow`) and the commits and the run's totals made from them."""
     limit = increment.delivery_count_limit
     on = list(KEY)
-    ongoing_records = increment.records.join(increment.ongoing, on, "left_semi")
-    ongoing_state = increment.new_state.join(increment.ongoing, on, "left_semi")
+    ongoing_keys = without_keys(increment.touched_keys, increment.again_keys, KEY)
     final, intervals = run_side_by_side(
         [
-            lambda: final_with_stored_bounds(ongoing_state, increment.stored_state).toArrow(),
-            lambda: reasoned_intervals(ongoing_records, limit).toArrow(),
+            lambda: _final_with_stored_bounds(
+                with_keys(increment.new_state_rows(), ongoing_keys, KEY),
+                increment.touched_stored_state(),
+            ),
+            lambda: ranges_arrow.reasoned_intervals(
+                with_keys(increment.record_rows(), ongoing_keys, KEY), limit
+            ),
         ]
     )
     scope = ranges_arrow.refresh_scope(final, intervals)
@@ -352,7 +374,6 @@ def write_ranges(increment: Increment) -> None:
         )
         scope = pa.concat_tables([scope.cast(again_scope.schema), again_scope])
     removed = _stored_ranges(increment, scope)
-    ongoing_keys = without_keys(increment.touched_keys, increment.again_keys, KEY)
     refresh = with_keys(removed, ongoing_keys, KEY)
     rows = ranges_arrow.archived_ranges(intervals, final, stored=refresh)
     if increment.again_count:
@@ -386,6 +407,23 @@ def write_ranges(increment: Increment) -> None:
         ]
     )
     increment.range_totals = _range_deltas(rows, removed)
+
+
+def _final_with_stored_bounds(new_state: pa.Table, stored_state: pa.Table) -> pa.Table:
+    """`ranges.final_with_stored_bounds` on the driver: `final_state_columns` of the new
+    state, each with the settle bound of its stored state (`_old`; null where it has none)."""
+    final = ranges_arrow.final_state_columns(new_state)
+    stored = ranges_arrow.final_state_columns(stored_state)
+    bounds = dict(
+        zip(
+            zip(*[stored.column(c).to_pylist() for c in KEY], strict=True),
+            stored.column("_bound").to_pylist(),
+            strict=True,
+        )
+    )
+    keys = zip(*[final.column(c).to_pylist() for c in KEY], strict=True)
+    old = pa.array([bounds.get(key) for key in keys], stored.schema.field("_bound").type)
+    return final.append_column("_old", old)
 
 
 def compact_written(increment: Increment) -> None:

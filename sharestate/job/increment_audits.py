@@ -8,39 +8,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, Final
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sharestate.arrow_keys import distinct_keys, with_keys, without_keys
+from sharestate.arrow_keys import distinct_keys, rows_by_key, with_keys, without_keys
 from sharestate.audits import (
-    exported_positions,
+    findings_arrow,
     gaps_arrow,
-    position_extents,
     pruning_arrow,
-    quarantine_kinds,
     segments_arrow,
     share_groups,
     share_partition_lag,
     topic_names,
 )
-from sharestate.audits.findings import (
-    FINDINGS_SCHEMA,
-    PLACEMENT_RULES,
-    STATE_SIZED_RULES,
-    findings_of,
-    per_share_partition_findings,
-)
-from sharestate.audits.findings.records import replay_error, share_state_gap, share_state_gap_rows
+from sharestate.audits.driver import QUARANTINE_COLUMNS
+from sharestate.audits.findings import PLACEMENT_RULES, STATE_SIZED_RULES, findings_of
+from sharestate.audits.findings.records import replay_error, share_state_gap
 from sharestate.audits.findings.registry import Source
+from sharestate.audits.findings_arrow import records as records_arrow
+from sharestate.audits.findings_arrow.records import share_state_gap_rows
+from sharestate.audits.findings_arrow.rows import FINDINGS_ARROW_SCHEMA, run_twin
 from sharestate.decode.columns import KEY
 from sharestate.io.checkpoint import Checkpoint
 from sharestate.io.exports import read_end_offsets
-from sharestate.io.store import arrow_frame
+from sharestate.io.store import arrow_frame, rows_on_driver
 from sharestate.job.config import JobConfig
 from sharestate.job.increment import Increment
 from sharestate.job.side_by_side import run_side_by_side
+
+_TIMESTAMP: Final = pa.timestamp("us", tz="UTC")
 
 SHARE_STATE = Source.SHARE_STATE.value
 CONSUMER_OFFSETS = Source.CONSUMER_OFFSETS.value
@@ -55,13 +55,25 @@ def known_gaps(findings: DataFrame) -> DataFrame:
     )
 
 
-def _gaps(increment: Increment, stored_findings: DataFrame, checkpoint: Checkpoint) -> pa.Table:
+def _known_gaps(findings: pa.Table) -> pa.Table:
+    """`known_gaps` of the findings on the driver (source_partition, _from, _to)."""
+    gaps = findings.filter(findings_arrow.rows_of(findings, [share_state_gap]))
+    start = gaps.column("source_offset")
+    return pa.table(
+        {
+            "source_partition": gaps.column("source_partition"),
+            "_from": start,
+            "_to": pc.subtract(pc.add(start, gaps.column("affected")), 1),
+        }
+    )
+
+
+def _gaps(increment: Increment, stored_findings: pa.Table, checkpoint: Checkpoint) -> pa.Table:
     """The `__share_group_state` gaps after this run (`gaps_arrow.gaps_after`), on the
     driver: from the stored gaps, the checkpoint's extents and the run's positions."""
-    stored = known_gaps(stored_findings).withColumnRenamed("partition", "source_partition")
     extents = checkpoint.extents.get(SHARE_STATE, {})
     return gaps_arrow.gaps_after(
-        stored.toArrow(),
+        _known_gaps(stored_findings),
         increment.share_state_positions(),
         pa.table(
             {
@@ -78,27 +90,28 @@ def _gaps(increment: Increment, stored_findings: DataFrame, checkpoint: Checkpoi
 class AuditTables:
     """The audit tables an incremental run keeps whole for its findings and summary."""
 
-    pruning_cutoff: DataFrame
+    pruning_cutoff: pa.Table
     share_groups: DataFrame | None
     share_partition_lag: DataFrame | None
-    findings: DataFrame
+    findings: pa.Table
     #: The quarantine's counts per (source, reason_kind) after this run.
-    quarantine_kinds: DataFrame
+    quarantine_kinds: pa.Table
 
 
 @dataclass(frozen=True)
 class AuditInputs:
     """What pruning_cutoff and findings read besides the per-key steps' results: the
-    `__share_group_state` gaps after the run (on the driver), the per-record rules'
-    findings after it, the quarantine's counts, the share groups and lag (written already),
-    and the findings of the rules over state-sized inputs (`STATE_SIZED_RULES`)."""
+    `__share_group_state` gaps after the run, the per-record rules' findings after it, the
+    quarantine's counts (all on the driver), the share groups and lag (written already),
+    and the findings of the rules over state-sized inputs (`STATE_SIZED_RULES`), on the
+    driver."""
 
     gaps: pa.Table
-    per_record_findings: DataFrame
-    kinds: DataFrame
+    per_record_findings: pa.Table
+    kinds: pa.Table
     groups: DataFrame | None
     lag: DataFrame | None
-    state_sized_findings: DataFrame
+    state_sized_findings: pa.Table
 
 
 def prepare_audits(
@@ -108,7 +121,7 @@ def prepare_audits(
     *,
     quarantine: DataFrame,
     group_records: DataFrame | None,
-    stored_findings: DataFrame,
+    stored_findings: pa.Table,
     backfilled: DataFrame,
 ) -> AuditInputs:
     """Bring share_groups and share_partition_lag up to date, and compute what the other
@@ -117,90 +130,111 @@ def prepare_audits(
     positions, gaps and per-record findings, depend on nothing of each other's: side by
     side. Then the rules over state-sized inputs, which read the groups, lag and quarantine
     counts (every finding rule but the per-record, per-share-partition and placement ones):
-    found here, the findings' own step at the end of the run has only the placement rules
-    left to run. `backfilled`: source, source_partition, source_offset of the rows that
+    found here, on the driver (their Arrow twins, `findings_arrow`), the findings' own step
+    at the end of the run has only rows to gather. `stored_findings`: the findings table
+    before the run; `backfilled`: source, source_partition, source_offset of the rows that
     arrived below the checkpoint."""
 
-    def records_audits() -> tuple[pa.Table, DataFrame, DataFrame]:
-        spark = increment.store.spark
+    def records_audits() -> tuple[pa.Table, pa.Table, pa.Table]:
         gaps = _gaps(increment, stored_findings, checkpoint)
-        gap_rows = share_state_gap_rows(arrow_frame(spark, gaps))
-        per_record = increment.keep(_per_record_rows(increment, stored_findings, gap_rows))
-        kinds = increment.keep(_quarantine_kinds(spark, checkpoint, quarantine))
+        per_record = _per_record_rows(increment, stored_findings, gaps)
+        kinds = _quarantine_kinds(checkpoint, quarantine)
         return gaps, per_record, kinds
 
     def groups_and_lag() -> tuple[DataFrame | None, DataFrame | None]:
         return _write_groups(increment, group_records), _write_lag(increment, config)
 
     (gaps, per_record, kinds), (groups, lag) = run_side_by_side([records_audits, groups_and_lag])
-    spark = increment.store.spark
+    # Each a few rows per share-partition or fewer: one small collect each, side by side
+    # (a state too big for the driver stays in Spark).
+    state, groups_rows, lag_rows, backfilled_rows, group_positions = run_side_by_side(
+        [
+            lambda: rows_on_driver(increment.state),
+            lambda: groups.toArrow() if groups is not None else None,
+            lambda: lag.toArrow() if lag is not None else None,
+            backfilled.toArrow,
+            lambda: _group_positions(group_records, quarantine),
+        ]
+    )
     inputs = {
-        "state": increment.state,
+        "state": state,
         "quarantine_kinds": kinds,
         "stall_span_seconds": config.stall_span_seconds,
-        "consumer_offsets_extents": _consumer_offsets_extents(
-            spark, checkpoint, group_records, quarantine
-        ),
-        "group_records": _group_records_end(spark, checkpoint, group_records),
-        "groups": groups,
-        "lag": lag,
-        "backfilled": backfilled,
+        "consumer_offsets_extents": _consumer_offsets_extents(checkpoint, group_positions),
+        "group_records": _group_records_end(checkpoint, group_positions),
+        "groups": groups_rows,
+        "lag": lag_rows,
+        "backfilled": backfilled_rows,
     }
-    found = findings_of(STATE_SIZED_RULES, inputs)
+    if state is not None:
+        found = findings_arrow.findings_of(STATE_SIZED_RULES, inputs)
+    else:
+        found = _state_sized_in_spark(increment, inputs, groups, lag, backfilled)
     # Some rule always runs (decode_quarantine reads the counts every run has).
     assert found is not None
-    state_sized = increment.keep(found)
-    return AuditInputs(gaps, per_record, kinds, groups, lag, state_sized)
+    return AuditInputs(gaps, per_record, kinds, groups, lag, found)
 
 
-def _per_record_rows(
-    increment: Increment, stored_findings: DataFrame, gaps: DataFrame
-) -> DataFrame:
+def _state_sized_in_spark(
+    increment: Increment,
+    inputs: dict[str, Any],
+    groups: DataFrame | None,
+    lag: DataFrame | None,
+    backfilled: DataFrame,
+) -> pa.Table | None:
+    """The state-sized rules' findings by the Spark rules, from the same inputs (a state
+    too big to bring to the driver)."""
+    spark = increment.store.spark
+    frames = {
+        name: arrow_frame(spark, value) if isinstance(value, pa.Table) else value
+        for name, value in inputs.items()
+    }
+    frames.update(state=increment.state, groups=groups, lag=lag, backfilled=backfilled)
+    found = findings_of(STATE_SIZED_RULES, frames)
+    return found.toArrow() if found is not None else None
+
+
+def _per_record_rows(increment: Increment, stored_findings: pa.Table, gaps: pa.Table) -> pa.Table:
     """The per-record rules' findings after this run: the stored replay errors (less those
     of the keys replayed again) with the new history's, and the gaps after this run."""
-    stored_errors = (
-        stored_findings.filter(replay_error.matches())
-        .join(increment.again, list(KEY), "left_anti")
-        .select(*stored_findings.columns)
-    )
-    return stored_errors.unionByName(replay_error(increment.history)).unionByName(gaps)
+    stored = stored_findings.select(FINDINGS_ARROW_SCHEMA.names).cast(FINDINGS_ARROW_SCHEMA)
+    errors = stored.filter(findings_arrow.rows_of(stored, [replay_error]))
+    kept = errors.take(rows_by_key(errors, increment.again_keys, list(KEY), "left anti"))
+    new_errors = run_twin(replay_error, {"history": increment.history_rows()})
+    assert new_errors is not None
+    return findings_arrow.concat([kept, new_errors, share_state_gap_rows(gaps)])
 
 
 def per_share_partition_rows(
-    increment: Increment, stored_findings: DataFrame, config: JobConfig
-) -> DataFrame:
-    """The per-share-partition and placement rules' findings after this run, kept: the
-    stored per-share-partition rows of the untouched keys with the touched keys' found
-    again from their segments, state and delivery counts, and the placement rules' rows
-    from every share-partition's placements. They read the touched keys' segments and the
-    placements, which the segments' step computes on the driver before its commits, and
-    nothing the other findings read: so they are found beside those commits
-    (`write_segments`), off the findings' own path, which then only gathers rows."""
-    spark = increment.store.spark
-    found = per_share_partition_findings(
+    increment: Increment, stored_findings: pa.Table, config: JobConfig
+) -> pa.Table:
+    """The per-share-partition and placement rules' findings after this run, on the driver
+    (the rules' Arrow twins, `findings_arrow`): the stored per-share-partition rows of the
+    untouched keys with the touched keys' found again from their segments and delivery
+    counts, and the placement rules' rows from every share-partition's placements. They
+    read the touched keys' segments and the placements, which the segments' step computes
+    on the driver before its commits, and nothing the other findings read: so they are
+    found beside those commits (`write_segments`), off the findings' own path, which then
+    only gathers rows."""
+    found = findings_arrow.per_share_partition_findings(
         stored_findings,
-        increment.touched(),
-        segment_starts=arrow_frame(
-            spark, segments_arrow.segment_starts(increment.touched_segments)
-        ),
-        delivery_counts=arrow_frame(spark, increment.new_delivery_counts()),
-        state=increment.state,
+        increment.touched_keys,
+        segment_starts=segments_arrow.segment_starts(increment.touched_segments),
+        delivery_counts=increment.new_delivery_counts(),
         delivery_count_limit=increment.delivery_count_limit,
     )
-    placed = findings_of(
+    placed = findings_arrow.findings_of(
         PLACEMENT_RULES,
         {
-            "placements": increment.placements,
+            "placements": increment.placement_rows,
             "state_topic_partitions": config.state_topic_partition_count,
         },
     )
-    if placed is not None:
-        found = found.unionByName(placed)
-    return increment.keep(found)
+    return findings_arrow.concat([found, placed] if placed is not None else [found])
 
 
 def write_audits(
-    increment: Increment, prepared: AuditInputs, per_share_partition: DataFrame
+    increment: Increment, prepared: AuditInputs, per_share_partition: pa.Table
 ) -> AuditTables:
     """Bring pruning_cutoff and findings up to date, side by side (each changes only its
     own table). `per_share_partition`: `per_share_partition_rows`."""
@@ -213,7 +247,7 @@ def write_audits(
     return AuditTables(pruning, prepared.groups, prepared.lag, findings, prepared.kinds)
 
 
-def _write_pruning(increment: Increment, gaps: pa.Table) -> DataFrame:
+def _write_pruning(increment: Increment, gaps: pa.Table) -> pa.Table:
     """pruning_cutoff: a partition's cut-off comes from the placements of the
     share-partitions on it, and the records before it from its exported extent and gaps; so
     only the partitions with new positions or changed segments change, and only their rows
@@ -239,7 +273,7 @@ def _write_pruning(increment: Increment, gaps: pa.Table) -> DataFrame:
         store.replace_arrow("pruning_cutoff", rows, changed_partitions, ["source_partition"])
     )
     kept = without_keys(stored, changed_partitions, ["source_partition"])
-    return arrow_frame(store.spark, pa.concat_tables([kept, rows]))
+    return pa.concat_tables([kept, rows])
 
 
 def _write_groups(increment: Increment, group_records: DataFrame | None) -> DataFrame | None:
@@ -290,88 +324,104 @@ def _write_lag(increment: Increment, config: JobConfig) -> DataFrame | None:
 
 
 def _write_findings(
-    increment: Increment, prepared: AuditInputs, per_share_partition: DataFrame
-) -> DataFrame:
-    """findings: the rows every rule found after this run, kept by the steps that found
-    them (`prepared`: the per-record and state-sized rules; `per_share_partition`: the
-    per-share-partition and placement rules). Written whole (it is small)."""
-    parts = [prepared.per_record_findings, prepared.state_sized_findings, per_share_partition]
-    findings = parts[0]
-    for more in parts[1:]:
-        findings = findings.unionByName(more)
-    # Findings are few: collected once (one Spark job), written from the driver as one file.
-    rows = findings.select(*FINDINGS_SCHEMA.fieldNames()).toArrow()
+    increment: Increment, prepared: AuditInputs, per_share_partition: pa.Table
+) -> pa.Table:
+    """findings: the rows every rule found after this run, on the driver (`prepared`: the
+    per-record and state-sized rules; `per_share_partition`: the per-share-partition and
+    placement rules). Written whole from there (it is small), as one file."""
+    rows = findings_arrow.concat(
+        [prepared.per_record_findings, prepared.state_sized_findings, per_share_partition]
+    )
     increment.record(increment.store.overwrite_arrow("findings", rows))
-    return arrow_frame(increment.store.spark, rows)
+    return rows
 
 
-def _quarantine_kinds(
-    spark: SparkSession, checkpoint: Checkpoint, quarantine: DataFrame
-) -> DataFrame:
-    """The quarantine's counts per (source, reason_kind): the checkpoint's plus the new."""
-    kinds = quarantine_kinds(quarantine)
-    stored = checkpoint.totals.get("quarantine_kinds") or []
-    if stored:
-        kinds = kinds.unionByName(
-            spark.createDataFrame(
-                [tuple(k) for k in stored],
-                "source string, reason_kind string, rows bigint,"
-                " first_source_partition int, first_source_offset bigint",
-            )
-        )
-    first = F.struct("first_source_partition", "first_source_offset")
-    combined = kinds.groupBy("source", "reason_kind").agg(
-        F.sum("rows").cast("long").alias("rows"), F.min(first).alias("_first")
+def _quarantine_kinds(checkpoint: Checkpoint, quarantine: DataFrame) -> pa.Table:
+    """The quarantine's counts per (source, reason_kind): the checkpoint's plus the new
+    rows' (`quarantine_kinds` in Arrow: the first row the lowest in log order)."""
+    new = records_arrow.quarantine_kinds(quarantine.select(*QUARANTINE_COLUMNS).toArrow())
+    combined: dict[tuple[Any, Any], list[Any]] = {}
+    stored = [tuple(kind) for kind in checkpoint.totals.get("quarantine_kinds") or []]
+    for source, kind, rows, partition, offset in [*stored, *_kind_tuples(new)]:
+        at = combined.setdefault((source, kind), [0, None])
+        at[0] += int(rows)
+        first = (partition, offset)
+        if at[1] is None or _null_first(first) < _null_first(at[1]):
+            at[1] = first
+    names = records_arrow.QUARANTINE_KINDS_SCHEMA.names
+    return pa.Table.from_pylist(
+        [
+            dict(zip(names, (source, kind, rows, *first), strict=True))
+            for (source, kind), (rows, first) in combined.items()
+        ],
+        schema=records_arrow.QUARANTINE_KINDS_SCHEMA,
     )
-    return combined.select(
-        "source",
-        "reason_kind",
-        "rows",
-        F.col("_first.first_source_partition").alias("first_source_partition"),
-        F.col("_first.first_source_offset").alias("first_source_offset"),
+
+
+def _kind_tuples(kinds: pa.Table) -> list[tuple[Any, ...]]:
+    return [tuple(row.values()) for row in kinds.to_pylist()]
+
+
+def _null_first(values: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
+    """A sort key that orders nulls first, field by field (as Spark's `min` of a struct)."""
+    return tuple((value is not None, value) for value in values)
+
+
+def _group_positions(group_records: DataFrame | None, quarantine: DataFrame) -> pa.Table | None:
+    """The new `__consumer_offsets` rows' positions and times (decoded and quarantined),
+    on the driver: what the extents and the export's end read."""
+    if group_records is None:
+        return None
+    quarantined = quarantine.filter(
+        (F.col("source") == CONSUMER_OFFSETS) & (F.col("reason_kind") != "wrong topic")
     )
+    columns = ["source_partition", "source_offset", "source_timestamp"]
+    rows = group_records.select(*columns, F.lit(True).alias("_decoded")).unionByName(
+        quarantined.select(*columns, F.lit(False).alias("_decoded"))
+    )
+    table: pa.Table = rows.toArrow()
+    return table
 
 
 def _consumer_offsets_extents(
-    spark: SparkSession,
-    checkpoint: Checkpoint,
-    group_records: DataFrame | None,
-    quarantine: DataFrame,
-) -> DataFrame | None:
+    checkpoint: Checkpoint, positions: pa.Table | None
+) -> pa.Table | None:
     """The `__consumer_offsets` export's extents: the checkpoint's widened by the new."""
-    if group_records is None:
+    if positions is None:
         return None
-    new = position_extents(exported_positions(group_records, quarantine, CONSUMER_OFFSETS))
-    stored = spark.createDataFrame(
-        [
-            (p, e.rows, e.first, e.last)
-            for p, e in checkpoint.extents.get(CONSUMER_OFFSETS, {}).items()
-        ],
-        "source_partition int, rows bigint, first_offset bigint, last_offset bigint",
-    )
-    return (
-        new.unionByName(stored)
-        .groupBy("source_partition")
-        .agg(
-            F.sum("rows").cast("long").alias("rows"),
-            F.min("first_offset").alias("first_offset"),
-            F.max("last_offset").alias("last_offset"),
+    stored = checkpoint.extents.get(CONSUMER_OFFSETS, {})
+    extents = {p: (e.rows, e.first, e.last) for p, e in stored.items()}
+    new = gaps_arrow.position_extents(positions.select(["source_partition", "source_offset"]))
+    for row in new.to_pylist():
+        partition = row["source_partition"]
+        before = extents.get(partition)
+        found = (row["rows"], row["first_offset"], row["last_offset"])
+        extents[partition] = (
+            found
+            if before is None
+            else (before[0] + found[0], min(before[1], found[1]), max(before[2], found[2]))
         )
-    )
+    return pa.table(
+        {
+            "source_partition": list(extents),
+            "rows": [e[0] for e in extents.values()],
+            "first_offset": [e[1] for e in extents.values()],
+            "last_offset": [e[2] for e in extents.values()],
+        }
+    ).cast(gaps_arrow.EXTENTS_SCHEMA)
 
 
-def _group_records_end(
-    spark: SparkSession, checkpoint: Checkpoint, group_records: DataFrame | None
-) -> DataFrame | None:
+def _group_records_end(checkpoint: Checkpoint, positions: pa.Table | None) -> pa.Table | None:
     """The group records as the findings read them: only their latest record time (the
-    rules that read them take its maximum), the checkpoint's or a new record's."""
-    if group_records is None:
+    rules that read them take its maximum), the checkpoint's or a new decoded record's."""
+    if positions is None:
         return None
-    new = group_records.select("source_timestamp")
+    times = positions.filter(positions.column("_decoded")).column("source_timestamp")
+    times = times.cast(_TIMESTAMP)
     stored_end: str | None = checkpoint.totals.get("consumer_offsets_end")
-    if stored_end is None:
-        return new
-    end = spark.createDataFrame(
-        [(datetime.fromisoformat(stored_end),)], "source_timestamp timestamp"
-    )
-    return new.unionByName(end)
+    if stored_end is not None:
+        end = datetime.fromisoformat(stored_end)
+        if end.tzinfo is None:  # written as Spark gives a timestamp: the process's local time
+            end = end.astimezone()
+        times = pa.chunked_array([*times.chunks, pa.array([end], _TIMESTAMP)], _TIMESTAMP)
+    return pa.table({"source_timestamp": times})

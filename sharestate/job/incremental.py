@@ -489,7 +489,9 @@ def _apply(
             [
                 lambda: write_segments(
                     increment,
-                    lambda: per_share_partition_rows(increment, stored_findings, config),
+                    lambda: per_share_partition_rows(
+                        increment, store.read_arrow("findings"), config
+                    ),
                 ),
                 lambda: prepare_audits(
                     increment,
@@ -497,7 +499,7 @@ def _apply(
                     checkpoint,
                     quarantine=quarantine,
                     group_records=increment.group_records,
-                    stored_findings=stored_findings,
+                    stored_findings=store.read_arrow("findings"),
                     backfilled=_backfilled(new),
                 ),
             ]

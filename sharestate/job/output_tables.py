@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Final
+from typing import Final, cast
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -18,6 +19,7 @@ from sharestate.io.checkpoint import (
     PLACEMENTS_TABLE,
     stats_columns,
 )
+from sharestate.io.files import local_path
 from sharestate.io.store import arrow_frame, is_local, rows_on_driver
 from sharestate.io.tables import (
     Written,
@@ -75,25 +77,29 @@ class OutputTables:
         #: A run over few rows (`run.SMALL_RUN_ROWS`): its small tables all come to the driver.
         self.small_run = False
 
-    def write(self, name: str, df: DataFrame) -> None:
+    def write(self, name: str, df: DataFrame | pa.Table) -> None:
         """Write one table and log what it wrote: the tables are computed as they are
-        written, so each write is a stage of the run."""
+        written, so each write is a stage of the run. (An Arrow table is written from the
+        driver.)"""
         log.info("writing %s", name)
         started = time.monotonic()
         written = self._write(name, df)
         rows = f"{written.rows:,} rows" if written.rows is not None else "rows not counted"
         log.info("wrote %s: %s in %.1f s", name, rows, time.monotonic() - started)
 
-    def _write(self, name: str, df: DataFrame) -> Written:
+    def _write(self, name: str, df: DataFrame | pa.Table) -> Written:
         """Write table `name`: one of DRIVER_TABLES (in a small run, any but the two
         per-record tables) comes to the driver first if it is small (and is read back from
         there), and is committed by delta-rs where the output is a local Delta folder; any
-        other through Spark."""
+        other through Spark. Rows already on the driver (Arrow) are written from there."""
         path = f"{self.output}/{name}"
         to_driver = name in DRIVER_TABLES or (
             self.small_run and name not in PER_RECORD_WRITTEN_FIRST
         )
-        rows = rows_on_driver(df) if to_driver else None
+        if isinstance(df, pa.Table):
+            rows: pa.Table | None = df
+        else:
+            rows = rows_on_driver(df) if to_driver else None
         if rows is not None:
             self.on_driver[name] = rows
         if rows is not None and self.commits_on_driver:
@@ -106,7 +112,9 @@ class OutputTables:
         else:
             # Rows on the driver make one file: coalescing them runs no work upstream.
             written = write_table(
-                arrow_frame(self.spark, rows).coalesce(1) if rows is not None else df,
+                arrow_frame(self.spark, rows).coalesce(1)
+                if rows is not None
+                else cast(DataFrame, df),
                 path,
                 self.config.output_format,
                 stats_columns=stats_columns(name),
@@ -117,7 +125,7 @@ class OutputTables:
         self.versions[name] = written.version
         return written
 
-    def write_side_by_side(self, frames: dict[str, DataFrame]) -> None:
+    def write_side_by_side(self, frames: Mapping[str, DataFrame | pa.Table]) -> None:
         """Write the tables of `frames`, AUDIT_WRITERS at a time: each is small (a row per
         share-partition or fewer, or a range or segment per share-partition), so its time
         is mostly Spark's fixed cost per job and Delta's per commit, which overlap."""
@@ -129,6 +137,23 @@ class OutputTables:
 
     def write_checkpoint(self, checkpoint: DataFrame) -> None:
         self._write(CHECKPOINT_TABLE, checkpoint)
+
+    def arrow_of(self, name: str, columns: Sequence[str] | None = None) -> pa.Table:
+        """The table this run wrote to `name` (its `columns`, or all), on the driver: as
+        it came there, else read by delta-rs at the version this run committed (a local
+        Delta output), else through Spark."""
+        wanted = list(columns) if columns is not None else None
+        if name in self.on_driver:
+            rows = self.on_driver[name]
+            return rows.select(wanted) if wanted is not None else rows
+        version = self.versions.get(name)
+        if self.commits_on_driver and version is not None:
+            from deltalake import DeltaTable
+
+            table = DeltaTable(local_path(f"{self.output}/{name}"), version=version)
+            return table.to_pyarrow_table(columns=wanted)
+        df = self.read_back(name)
+        return (df.select(*wanted) if wanted is not None else df).toArrow()
 
     def read_back(self, name: str) -> DataFrame:
         """The table this run wrote to `name` (from the driver, if it came there)."""

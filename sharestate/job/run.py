@@ -62,6 +62,7 @@ from sharestate.job.pipeline import (
 from sharestate.job.preflight import check_before_work
 from sharestate.job.session import job_settings
 from sharestate.job.side_by_side import run_side_by_side
+from sharestate.job.small_run import audit_small_run, audits_on_driver
 from sharestate.job.summary import (
     NewRowCounts,
     count_new_rows,
@@ -181,16 +182,23 @@ def _compute_and_write(
             {name: df for name, df in first.items() if name not in PER_RECORD_WRITTEN_FIRST}
         )
         log.info("auditing the replayed state")
-        per_record = tables.written_tables(replayed.share_partition_state, cache)
-        results = audit_replayed(
-            replayed, config, per_record, settle_tables=False, small_run=tables.small_run
-        )
-        tables.write_side_by_side(
-            {name: df for name, df in results.tables().items() if name not in first}
-        )
+        small = None
+        if tables.small_run and audits_on_driver(config):
+            small = audit_small_run(replayed, config, tables)
+            results = replayed
+            tables.write_side_by_side(small.tables())
+        else:
+            per_record = tables.written_tables(replayed.share_partition_state, cache)
+            results = audit_replayed(
+                replayed, config, per_record, settle_tables=False, small_run=tables.small_run
+            )
+            tables.write_side_by_side(
+                {name: df for name, df in results.tables().items() if name not in first}
+            )
         log.info("counting the run summary")
         written = tables.as_written(results)
-        summary = summarize(written, tables.on_driver)
+        counted = small.counted_on_driver(tables.on_driver) if small else tables.on_driver
+        summary = summarize(written, counted)
         summary["mode"] = "full"
         if because is not None:
             summary["full_run_because"] = because
@@ -199,8 +207,18 @@ def _compute_and_write(
         summary["run_at"] = datetime.now(UTC).isoformat(timespec="seconds")
         tables.write("run_summary", summary_table(spark, summary))
         if config.as_of is None:  # a replay "as of" the past is not a point to go on from
-            totals = running_totals(
-                summary, quarantine_kinds(written.quarantine), written.share_group_records
+            totals = (
+                running_totals(
+                    summary,
+                    small.audits.quarantine_kinds,
+                    tables.arrow_of("share_group_records")
+                    if written.share_group_records is not None
+                    else None,
+                )
+                if small is not None
+                else running_totals(
+                    summary, quarantine_kinds(written.quarantine), written.share_group_records
+                )
             )
             checkpoint = Checkpoint(
                 extents=full_run_extents(written, tables.on_driver),

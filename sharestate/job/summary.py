@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlparse
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
@@ -51,8 +52,16 @@ def summarize(results: Results, on_driver: Mapping[str, pa.Table] | None = None)
                 if "quarantine" in rows
                 else _counts_by_pair(results.quarantine, "source", "reason_kind")
             ),
-            lambda: _counts_by_pair(results.share_state_records, "record_type", "layout"),
-            lambda: _record_keys(results.share_state_records),
+            lambda: (
+                summary_arrow.pair_counts(rows["share_state_records"], "record_type", "layout")
+                if "share_state_records" in rows
+                else _counts_by_pair(results.share_state_records, "record_type", "layout")
+            ),
+            lambda: (
+                summary_arrow.record_keys(rows["share_state_records"])
+                if "share_state_records" in rows
+                else _record_keys(results.share_state_records)
+            ),
             lambda: (
                 summary_arrow.state_counts(rows["share_partition_state"])
                 if "share_partition_state" in rows
@@ -190,36 +199,43 @@ def _audit_summary(results: Results, on_driver: Mapping[str, pa.Table]) -> dict[
     else:
         by_reason = _ranges_by_reason(results.archived_ranges)
     out: dict[str, Any] = _ranges_counts(by_reason)
-    # (summary key, table, its frame, its Spark count, its Arrow count)
-    counters: list[tuple[str, str, DataFrame | None, Any, Any]] = [
-        ("findings", "findings", results.findings, _finding_counts, summary_arrow.finding_counts),
+    # (summary key, table, its frame, its Spark count, its Arrow count); the frame is only
+    # read for a table not on the driver (a small run's audits have no frames).
+    counters: list[tuple[str, str, Callable[[], DataFrame | None], Any, Any]] = [
+        (
+            "findings",
+            "findings",
+            lambda: results.findings,
+            _finding_counts,
+            summary_arrow.finding_counts,
+        ),
         (
             "pruning_cutoff",
             "pruning_cutoff",
-            results.pruning_cutoff,
+            lambda: results.pruning_cutoff,
             _pruning_counts,
             summary_arrow.pruning_counts,
         ),
         (
             "share_groups",
             "share_groups",
-            results.share_groups,
+            lambda: results.share_groups,
             _share_group_counts,
             summary_arrow.share_group_counts,
         ),
         (
             "lag",
             "share_partition_lag",
-            results.share_partition_lag,
+            lambda: results.share_partition_lag,
             _lag_counts,
             summary_arrow.lag_counts,
         ),
     ]
-    for key, table, frame, in_spark, in_arrow in counters:
+    for key, table, frame_of, in_spark, in_arrow in counters:
         counts: dict[str, Any] | None = None
         if table in on_driver:
             counts = in_arrow(on_driver[table])
-        elif frame is not None:
+        elif results.audits is not None and (frame := frame_of()) is not None:
             counts = in_spark(frame)
         if counts is not None:
             out[key] = counts
@@ -409,7 +425,9 @@ def _added(before: dict[str, int], more: dict[str, int]) -> dict[str, int]:
 
 
 def running_totals(
-    summary: dict[str, Any], quarantine_kinds: DataFrame, group_records: DataFrame | None
+    summary: dict[str, Any],
+    quarantine_kinds: DataFrame | pa.Table,
+    group_records: DataFrame | pa.Table | None,
 ) -> dict[str, Any]:
     """What a full run's checkpoint carries for the next incremental run's summary and
     findings: the counts that add up over runs, the quarantine's counts per (source,
@@ -446,7 +464,12 @@ def _range_totals(summary: dict[str, Any]) -> dict[str, list[int]]:
     return out
 
 
-def _kinds(quarantine_kinds: DataFrame) -> list[list[Any]]:
+def _kinds(quarantine_kinds: DataFrame | pa.Table) -> list[list[Any]]:
+    kinds = (
+        quarantine_kinds.to_pylist()
+        if isinstance(quarantine_kinds, pa.Table)
+        else [row.asDict() for row in quarantine_kinds.collect()]
+    )
     return sorted(
         [
             [
@@ -456,17 +479,22 @@ def _kinds(quarantine_kinds: DataFrame) -> list[list[Any]]:
                 r["first_source_partition"],
                 r["first_source_offset"],
             ]
-            for r in quarantine_kinds.collect()
+            for r in kinds
         ],
         key=lambda k: (str(k[0]), str(k[1])),
     )
 
 
-def _latest(group_records: DataFrame | None) -> str | None:
+def _latest(group_records: DataFrame | pa.Table | None) -> str | None:
     if group_records is None:
         return None
-    row = group_records.agg(F.max("source_timestamp").alias("end")).first()
-    end = row["end"] if row is not None else None
+    if isinstance(group_records, pa.Table):
+        latest = pc.max(group_records.column("source_timestamp")).as_py()
+        # As Spark gives a timestamp to Python: naive, in the process's local time.
+        end = latest.astimezone().replace(tzinfo=None) if latest is not None else None
+    else:
+        row = group_records.agg(F.max("source_timestamp").alias("end")).first()
+        end = row["end"] if row is not None else None
     return end.isoformat() if end is not None else None
 
 
@@ -517,10 +545,10 @@ def count_new_rows(
 def incremental_summary(
     *,
     new_rows: NewRowCounts,
-    quarantine_kinds: DataFrame,
+    quarantine_kinds: DataFrame | pa.Table,
     range_changes: dict[str, tuple[int, int]],
-    findings: DataFrame,
-    pruning_cutoff: DataFrame,
+    findings: DataFrame | pa.Table,
+    pruning_cutoff: DataFrame | pa.Table,
     share_groups: DataFrame | None,
     share_partition_lag: DataFrame | None,
     previous: dict[str, Any],
@@ -534,8 +562,16 @@ def incremental_summary(
     kinds, finding_counts, pruning, groups, lag = run_side_by_side(
         [
             lambda: _kinds(quarantine_kinds),
-            lambda: _finding_counts(findings),
-            lambda: _pruning_counts(pruning_cutoff),
+            lambda: (
+                summary_arrow.finding_counts(findings)
+                if isinstance(findings, pa.Table)
+                else _finding_counts(findings)
+            ),
+            lambda: (
+                summary_arrow.pruning_counts(pruning_cutoff)
+                if isinstance(pruning_cutoff, pa.Table)
+                else _pruning_counts(pruning_cutoff)
+            ),
             lambda: _share_group_counts(share_groups) if share_groups is not None else None,
             lambda: _lag_counts(share_partition_lag) if share_partition_lag is not None else None,
         ]

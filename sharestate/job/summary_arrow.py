@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sharestate.audits import REASON_DELIVERY_LIMIT, SEVERITIES
+from sharestate.decode.columns import KEY
 
 #: One pair count: (first value, second value, rows).
 Pair = tuple[str, str, int]
@@ -18,6 +19,16 @@ def pair_counts(table: pa.Table, first: str, second: str) -> list[Pair]:
     """Rows per (first, second) value pair."""
     counted = table.group_by([first, second]).aggregate([([], "count_all")])
     return [(row[first], row[second], int(row["count_all"])) for row in counted.to_pylist()]
+
+
+def record_keys(records: pa.Table) -> dict[str, int]:
+    """The share-partitions and groups the records name (a null group id is no group, as
+    Spark's `countDistinct` has it)."""
+    keys = records.select(list(KEY)).group_by(list(KEY)).aggregate([])
+    return {
+        "share_partitions": keys.num_rows,
+        "groups": pc.count_distinct(keys.column("group_id"), mode="only_valid").as_py(),
+    }
 
 
 def state_counts(state: pa.Table) -> dict[str, int]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from dataclasses import fields as dataclass_fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,17 +25,19 @@ from pyspark.sql import functions as sf
 from pyspark.sql import types as T
 
 from sharestate import audits
-from sharestate.audits import pruning_arrow, ranges_arrow
+from sharestate.audits import findings_arrow, pruning_arrow, ranges_arrow
 from sharestate.audits.findings import (
     FINDINGS_SCHEMA,
     RULES,
     SEVERITIES,
     FindingCode,
+    FindingInputs,
     FindingRule,
     Severity,
     catalog,
 )
 from sharestate.audits.findings.records import share_state_gap
+from sharestate.audits.findings_arrow.rows import FINDINGS_ARROW_SCHEMA, run_twin
 from sharestate.decode.columns import GROUP_RECORD_FIELDS, KEY, LOG_ORDER
 from sharestate.decode.spark import spark_type
 from sharestate.errors import InputSchemaError, InvalidConfigError
@@ -332,6 +335,34 @@ class HandBuilt:
     lag: list[Any]
     findings: list[Any]
     auto_partition_findings: list[Any]
+    #: What each finding rule found, for its Arrow twin (`findings_arrow`).
+    twins: list[TwinCase]
+
+
+@dataclass(frozen=True)
+class TwinCase:
+    """The finding rules' inputs, as Arrow (what their twins read), and each rule's rows
+    found by Spark from them (None: an input it needs is not there)."""
+
+    name: str
+    inputs: dict[str, Any]
+    expected: dict[str, pa.Table | None]
+
+
+def _twin_case(name: str, inputs: FindingInputs | dict[str, Any]) -> TwinCase:
+    given = (
+        {f.name: getattr(inputs, f.name) for f in dataclass_fields(inputs)}
+        if isinstance(inputs, FindingInputs)
+        else inputs
+    )
+    expected = {}
+    for rule in RULES:
+        if not set(rule.required_inputs) <= set(given):
+            continue
+        rows = rule.run_with({input: given.get(input) for input in rule.inputs})
+        expected[rule.name] = rows.toArrow() if rows is not None else None
+    arrow = {k: v.toArrow() if isinstance(v, DataFrame) else v for k, v in given.items()}
+    return TwinCase(name, arrow, expected)
 
 
 @pytest.fixture(scope="module")
@@ -412,10 +443,27 @@ def hand(spark: SparkSession, fast_sql: None) -> HandBuilt:
         auto_partition_findings=audits.wrong_state_partition_findings(
             audits.share_partition_placements(result.segments), None
         ).collect(),
+        twins=_hand_twin_cases(spark, result),
     )
     for frame in kept:
         frame.unpersist()
     return built
+
+
+def _hand_twin_cases(spark: SparkSession, result: audits.Audits) -> list[TwinCase]:
+    """The hand-built data's finding inputs; again with the partition count inferred, and
+    with rows backfilled below an incremental run's checkpoint."""
+    inputs = result.finding_inputs
+    assert inputs is not None
+    backfilled = spark.createDataFrame(
+        [("share_state", 0, 3), ("share_state", 0, 5), ("consumer_offsets", 3, 2)],
+        "source string, source_partition int, source_offset long",
+    )
+    return [
+        _twin_case("hand", inputs),
+        _twin_case("hand, count inferred", replace(inputs, state_topic_partitions=None)),
+        _twin_case("hand, backfilled", replace(inputs, backfilled=backfilled)),
+    ]
 
 
 # --- options -----------------------------------------------------------------------------------
@@ -858,6 +906,12 @@ def test_partition_check_is_skipped_when_no_count_fits(spark: SparkSession, fast
     placements = audits.share_partition_placements(audits.share_partition_segments(history))
     (only,) = audits.wrong_state_partition_findings(placements, None).collect()
     assert (only.severity, only.code, only.affected) == ("info", "state_partition_check_skipped", 4)
+    placement_rules = [
+        rule for rule in RULES if set(rule.inputs) <= {"placements", "state_topic_partitions"}
+    ]
+    case = _twin_case("no count fits", {"placements": placements, "state_topic_partitions": None})
+    for rule in placement_rules:
+        _assert_twin_finds_the_same(rule, case)
 
 
 @pytest.mark.spark
@@ -889,6 +943,51 @@ def test_partition_check_with_the_key_hash_given_finds_the_same_rows(
     found = audits.wrong_state_partition_findings(given, partitions).collect()
     assert sorted(found) == sorted(expected)
     assert len(expected) == 5
+
+
+# --- the finding rules' Arrow twins ------------------------------------------------------------
+
+
+def _sorted_findings(table: pa.Table) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = (
+        table.select(FINDINGS_ARROW_SCHEMA.names).cast(FINDINGS_ARROW_SCHEMA).to_pylist()
+    )
+    return sorted(rows, key=lambda row: tuple("" if v is None else str(v) for v in row.values()))
+
+
+def _assert_twin_finds_the_same(rule: FindingRule[Any], case: TwinCase) -> int:
+    """The rows `rule`'s Arrow twin finds in `case` are the rule's: how many."""
+    if rule.name not in case.expected:
+        return 0
+    expected = case.expected[rule.name]
+    found = run_twin(rule, case.inputs)
+    if expected is None:
+        assert found is None, (rule.name, case.name)
+        return 0
+    assert found is not None, (rule.name, case.name)
+    assert _sorted_findings(found) == _sorted_findings(expected), (rule.name, case.name)
+    return expected.num_rows
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.name)
+def test_each_finding_rules_arrow_twin_finds_its_rows(
+    rule: FindingRule[Any], hand: HandBuilt, sample_run: SampleRun
+) -> None:
+    found = [_assert_twin_finds_the_same(rule, case) for case in [*hand.twins, sample_run.twins]]
+    # Each rule finds rows in some case (the check skipped: its own test, above).
+    assert sum(found) > 0 or rule.code == FindingCode.STATE_PARTITION_CHECK_SKIPPED, rule.name
+
+
+@pytest.mark.spark
+def test_the_arrow_findings_table_is_every_twins_rows(hand: HandBuilt) -> None:
+    (case, *_) = hand.twins
+    table = findings_arrow.findings_table(case.inputs)
+    expected = [rows for rows in case.expected.values() if rows is not None]
+    assert table.num_rows == sum(rows.num_rows for rows in expected) > 20
+    assert _sorted_findings(table) == _sorted_findings(
+        pa.concat_tables([rows.cast(FINDINGS_ARROW_SCHEMA) for rows in expected])
+    )
 
 
 # --- the finding registry ----------------------------------------------------------------------
@@ -976,6 +1075,7 @@ class SampleRun:
     group_records: list[Any]
     state: list[Any]
     delivery_counts: list[Any]
+    twins: TwinCase
     poison: list[Any]
     archived: list[Any]
     pruning: list[Any]
@@ -1033,9 +1133,15 @@ def sample_run(
             groups=results.share_groups.collect(),
             lag=results.share_partition_lag.collect(),
             findings=results.findings.collect(),
+            twins=_twin_case("sample", _finding_inputs(results.audits)),
         )
     finally:
         results.unpersist()
+
+
+def _finding_inputs(audited: audits.Audits | None) -> FindingInputs:
+    assert audited is not None and audited.finding_inputs is not None
+    return audited.finding_inputs
 
 
 Key = tuple[str, str, int]

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from sharestate.audits.findings import PER_SHARE_PARTITION_RULES, FindingRule
 from sharestate.io import store as store_module
 from sharestate.io.lock import OutputLockedError, output_lock
-from sharestate.job import cli
+from sharestate.job import cli, increment_audits
 from sharestate.job import increment as increment_module
 from sharestate.job.config import JobConfig
 from sharestate.job.run import main
@@ -188,9 +188,12 @@ def test_runs_over_a_growing_export_end_as_one_full_run(
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("state_on_driver", [True, False], ids=["state-on-driver", "big-state"])
 def test_findings_of_untouched_share_partitions_are_carried(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state_on_driver: bool
 ) -> None:
+    if not state_on_driver:  # the state-sized rules as for a state too big for the driver
+        monkeypatch.setattr(increment_audits, "rows_on_driver", lambda df: None)
     # The second run's records are the last few of one state-topic partition: the other
     # share-partitions' rows of the per-share-partition rules come from the first run.
     # Another partition's export starts after its first records (as after Kafka pruned

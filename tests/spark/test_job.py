@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
@@ -246,10 +247,26 @@ def test_written_tables_equal_computed_ones(
 def test_a_small_run_writes_its_small_tables_from_the_driver_with_the_same_rows(
     spark: SparkSession, sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A full run over few rows (`SMALL_RUN_ROWS`) brings every table but the two
-    per-record ones to the driver and commits them by delta-rs, and counts its summary
-    there: the same tables and summary as the run that writes them through Spark."""
+    """A full run over few rows (`SMALL_RUN_ROWS`) audits on the driver in Arrow, brings
+    every table but the two per-record ones there and commits them by delta-rs, and counts
+    its summary there: the same tables and summary as the run that audits and writes them
+    through Spark (the lag table too: end offsets for half the topic-partitions)."""
     outputs = {"small": tmp_path / "small", "spark": tmp_path / "spark"}
+    ends = tmp_path / "end_offsets"
+    ends.mkdir()
+    state = compute(spark, JobConfig(share_state=str(sample / "share_state")))
+    keys = sorted({(r.topic_id, r.partition) for r in state.share_partition_state.collect()})
+    state.unpersist()
+    pq.write_table(
+        pa.table(
+            {
+                "topic_id": [topic for topic, _ in keys[::2]],
+                "partition": pa.array([partition for _, partition in keys[::2]], pa.int32()),
+                "end_offset": [5_000] * len(keys[::2]),
+            }
+        ),
+        ends / "part-0.parquet",
+    )
     summaries = {}
     for kind, output in outputs.items():
         if kind == "spark":
@@ -257,11 +274,13 @@ def test_a_small_run_writes_its_small_tables_from_the_driver_with_the_same_rows(
         config = JobConfig(
             share_state=str(sample / "share_state"),
             consumer_offsets=str(sample / "consumer_offsets"),
+            end_offsets=str(ends),
             output=str(output),
         )
         summaries[kind] = {k: v for k, v in job_main(spark, config).items() if k != "run_at"}
     assert summaries["small"] == summaries["spark"]
-    for table in (*TABLES, *MAYBE_EMPTY):
+    assert summaries["small"]["lag"]["share_partitions"] > 0
+    for table in (*TABLES, *MAYBE_EMPTY, "share_partition_lag"):
         if table != "run_summary":
             assert_same_rows(outputs["small"] / table, outputs["spark"] / table)
     writers = {

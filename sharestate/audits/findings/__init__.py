@@ -6,7 +6,8 @@ gives a readable list: per-record rows only where each record matters (replay er
 Every finding is one rule (`registry.finding_rule`), and `RULES` below is the one table of
 them: the table is built from it, the run summary counts by its severities, the docs list it
 (`catalog`) and the tests check it. To add a finding: add its code to `FindingCode`, write
-its rule in the module of the table it reads, and list the rule in `RULES`.
+its rule in the module of the table it reads, list the rule in `RULES`, and write its Arrow
+twin (`sharestate.audits.findings_arrow`, what small runs and incremental runs use).
 """
 
 from __future__ import annotations
