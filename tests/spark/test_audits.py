@@ -38,8 +38,7 @@ from sharestate.audits.findings import (
 )
 from sharestate.audits.findings.records import share_state_gap
 from sharestate.audits.findings_arrow.rows import FINDINGS_ARROW_SCHEMA, run_twin
-from sharestate.decode.columns import GROUP_RECORD_FIELDS, KEY, LOG_ORDER
-from sharestate.decode.spark import spark_type
+from sharestate.decode.columns import KEY, LOG_ORDER
 from sharestate.errors import InputSchemaError, InvalidConfigError
 from sharestate.io import read_end_offsets
 from sharestate.io.store import arrow_frame
@@ -48,6 +47,7 @@ from sharestate.job.pipeline import compute
 from sharestate.kafka.partitioning import state_topic_partition
 from sharestate.kafka.records import decode_share_state
 from sharestate.sample.exports import SampleSpec, write_sample
+from tests.support.group_records import group_records_frame
 
 BASE = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 T1, T2, T3 = "Uj5wn_FqTXirEASvVZRY1w", "AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBA"
@@ -293,32 +293,13 @@ GROUP_RECORDS: list[tuple[int, int, str | None, str | None, bool, dict[str, Any]
 
 
 def _group_records_df(spark: SparkSession) -> DataFrame:
-    value_type = spark_type(GROUP_RECORD_FIELDS)
-    assert isinstance(value_type, T.StructType)
-    schema = T.StructType(
+    return group_records_frame(
+        spark,
         [
-            T.StructField("source_partition", T.IntegerType()),
-            T.StructField("source_offset", T.LongType()),
-            T.StructField("source_timestamp", T.TimestampType()),
-            *value_type.fields,
-        ]
+            (3, offset, _ts(offset), kind, group, member, tombstone, values)
+            for offset, kind, group, member, tombstone, values in GROUP_RECORDS
+        ],
     )
-    rows = []
-    for offset, kind, group, member, tombstone, values in GROUP_RECORDS:
-        row = dict.fromkeys(schema.fieldNames())
-        row.update(
-            source_partition=3,
-            source_offset=offset,
-            source_timestamp=_ts(offset),
-            record_type_id=kind,
-            is_share_record=kind >= 9,
-            tombstone=tombstone,
-            group_id=group,
-            member_id=member,
-        )
-        row.update(values)
-        rows.append(tuple(row[name] for name in schema.fieldNames()))
-    return spark.createDataFrame(rows, schema)
 
 
 def _key_rows(rows: Iterable[Any], *fields: str) -> dict[tuple[Any, ...], tuple[Any, ...]]:

@@ -14,14 +14,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import types as T
 
 from sharestate.audits import groups, groups_arrow
 from sharestate.decode.columns import GROUP_RECORD_FIELDS
-from sharestate.decode.spark import spark_type
 from sharestate.job.config import JobConfig
 from sharestate.job.pipeline import compute
 from sharestate.sample.exports import SampleSpec, write_sample
+from tests.support.group_records import group_records_frame
 
 BASE = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 T1, T2, T3 = "Uj5wn_FqTXirEASvVZRY1w", "AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBA"
@@ -134,32 +133,13 @@ RECORDS: list[Record] = [
 
 def _records_df(spark: SparkSession, records: list[Record]) -> DataFrame:
     """Decoded `__consumer_offsets` group records as the decode step gives them."""
-    value_type = spark_type(GROUP_RECORD_FIELDS)
-    assert isinstance(value_type, T.StructType)
-    schema = T.StructType(
+    return group_records_frame(
+        spark,
         [
-            T.StructField("source_partition", T.IntegerType()),
-            T.StructField("source_offset", T.LongType()),
-            T.StructField("source_timestamp", T.TimestampType()),
-            *value_type.fields,
-        ]
+            (partition, offset, BASE + timedelta(minutes=offset), kind, group, member, dead, values)
+            for partition, offset, kind, group, member, dead, values in records
+        ],
     )
-    rows = []
-    for partition, offset, kind, group, member, tombstone, values in records:
-        row = dict.fromkeys(schema.fieldNames())
-        row.update(
-            source_partition=partition,
-            source_offset=offset,
-            source_timestamp=BASE + timedelta(minutes=offset),
-            record_type_id=kind,
-            is_share_record=kind >= 9,
-            tombstone=tombstone,
-            group_id=group,
-            member_id=member,
-        )
-        row.update(values)
-        rows.append(tuple(row[name] for name in schema.fieldNames()))
-    return spark.createDataFrame(rows, schema)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ element's test is null, and an equi-join matches no null key.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final, TypeAlias
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -19,8 +19,8 @@ import pyarrow.compute as pc
 from sharestate.audits.findings import groups as rules
 from sharestate.audits.findings.registry import Severity
 from sharestate.audits.findings_arrow.rows import (
+    AT_LAST_STATE_RECORD,
     FoundRows,
-    Value,
     age_at_least,
     choose,
     hours_between,
@@ -28,16 +28,6 @@ from sharestate.audits.findings_arrow.rows import (
     twin_of,
 )
 from sharestate.decode.columns import KEY
-
-#: Where a row of a live share-partition points (`registry.at_last_state_record`).
-_AT_LAST_STATE_RECORD: Final[dict[str, Value]] = {
-    "group_id": "group_id",
-    "topic_id": "topic_id",
-    "partition": "partition",
-    "source_partition": "last_source_partition",
-    "source_offset": "last_source_offset",
-    "affected": 1,
-}
 
 #: A column of a table, or an array of values.
 Values: TypeAlias = pa.Array | pa.ChunkedArray
@@ -159,7 +149,7 @@ def state_for_unknown_group(state: pa.Table, groups: pa.Table) -> FoundRows:
             "': the exports are from different times or clusters, or the group's records"
             " are missing from the export",
         ),
-        _AT_LAST_STATE_RECORD,
+        AT_LAST_STATE_RECORD,
     )
 
 
@@ -180,7 +170,7 @@ def state_for_deleted_group(state: pa.Table, groups: pa.Table) -> FoundRows:
             "). Deleting a group deletes its share state (tombstones on __share_group_state):"
             " the state was left behind, or the share-state export ends before the deletion",
         ),
-        _AT_LAST_STATE_RECORD,
+        AT_LAST_STATE_RECORD,
     )
 
 
@@ -219,7 +209,7 @@ def partition_not_initialized(state: pa.Table, groups: pa.Table) -> FoundRows:
             ") does not list this topic-partition as initialized",
             pa.array(why, pa.string()),
         ),
-        _AT_LAST_STATE_RECORD,
+        AT_LAST_STATE_RECORD,
         severity=choose(
             pa.array(initializing | deleting), Severity.INFO.value, Severity.WARNING.value
         ),

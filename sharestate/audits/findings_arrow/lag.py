@@ -4,23 +4,16 @@ offset. Pure pyarrow: no Spark."""
 
 from __future__ import annotations
 
-from typing import Final
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sharestate.audits.findings import lag as rules
-from sharestate.audits.findings_arrow.rows import FoundRows, Value, message, twin_of
-
-#: `registry.at_last_state_record`: the share-partition and its last state record.
-AT_LAST_STATE_RECORD: Final[dict[str, Value]] = {
-    "group_id": "group_id",
-    "topic_id": "topic_id",
-    "partition": "partition",
-    "source_partition": "last_source_partition",
-    "source_offset": "last_source_offset",
-    "affected": 1,
-}
+from sharestate.audits.findings_arrow.rows import (
+    AT_LAST_STATE_RECORD,
+    FoundRows,
+    message,
+    twin_of,
+)
 
 
 @twin_of(rules.negative_lag)

@@ -46,6 +46,18 @@ Value: TypeAlias = str | int | pa.Array | pa.ChunkedArray | None
 Part: TypeAlias = str | pa.Array | pa.ChunkedArray
 
 
+#: Where a row of a live share-partition points (`registry.at_last_state_record`): its
+#: share-partition and its last `__share_group_state` record, one each.
+AT_LAST_STATE_RECORD: Final[Mapping[str, Value]] = {
+    "group_id": "group_id",
+    "topic_id": "topic_id",
+    "partition": "partition",
+    "source_partition": "last_source_partition",
+    "source_offset": "last_source_offset",
+    "affected": 1,
+}
+
+
 @dataclass(frozen=True)
 class FoundRows:
     """What a twin found (the twin of `registry.Found`): the rows, the message of each,
