@@ -207,19 +207,12 @@ def _compute_and_write(
         summary["run_at"] = datetime.now(UTC).isoformat(timespec="seconds")
         tables.write("run_summary", summary_table(spark, summary))
         if config.as_of is None:  # a replay "as of" the past is not a point to go on from
-            totals = (
-                running_totals(
-                    summary,
-                    small.audits.quarantine_kinds,
-                    tables.arrow_of("share_group_records")
-                    if written.share_group_records is not None
-                    else None,
-                )
-                if small is not None
-                else running_totals(
-                    summary, quarantine_kinds(written.quarantine), written.share_group_records
-                )
-            )
+            if small is not None:
+                kinds, group_records = small.audits.quarantine_kinds, small.group_records
+            else:
+                kinds = quarantine_kinds(written.quarantine)
+                group_records = written.share_group_records
+            totals = running_totals(summary, kinds, group_records)
             checkpoint = Checkpoint(
                 extents=full_run_extents(written, tables.on_driver),
                 table_versions=tables.versions_written(),

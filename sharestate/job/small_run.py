@@ -37,11 +37,12 @@ SUMMARY_RECORD_COLUMNS = ("layout",)
 
 @dataclass(frozen=True)
 class SmallRunAudits:
-    """The audit tables of a small run in Arrow, and the records as read for them (the run
-    summary counts them there)."""
+    """The audit tables of a small run in Arrow, and the records and group records as read
+    for them (the run summary and the checkpoint's totals count them there)."""
 
     audits: DriverAudits
     records: pa.Table
+    group_records: pa.Table | None
 
     def tables(self) -> dict[str, pa.Table]:
         """Output table name -> rows, in the order `Results.tables` writes them."""
@@ -95,7 +96,7 @@ def audit_small_run(replayed: Results, config: JobConfig, tables: OutputTables) 
         group_records=group_records,
         lag=lag,
     )
-    return SmallRunAudits(audits, records)
+    return SmallRunAudits(audits, records, group_records)
 
 
 def _lag(replayed: Results, tables: OutputTables) -> pa.Table | None:

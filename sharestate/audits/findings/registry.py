@@ -242,15 +242,22 @@ class FindingRule(Generic[P]):
             return same_code
         return same_code & (F.col("source") == F.lit(self.source.value))
 
-    def rows(self, found: Found) -> DataFrame:
-        """`found` as `findings` rows, with this rule's code, severity and source."""
-        if (found.severity is None) != (len(self.severities) == 1):
+    def check_found(self, *, severity_given: bool, source_given: bool) -> None:
+        """What a rule's found rows give must fit its registration: a severity only when it
+        has several (picked per row), a source only when it has none registered."""
+        if severity_given != (len(self.severities) > 1):
             raise ValueError(
                 f"finding rule {self.name}: a rule with one severity leaves it to the"
                 " registration; one with several picks it per row"
             )
-        if self.source is not None and found.source is not None:
+        if self.source is not None and source_given:
             raise ValueError(f"finding rule {self.name}: its source is registered")
+
+    def rows(self, found: Found) -> DataFrame:
+        """`found` as `findings` rows, with this rule's code, severity and source."""
+        self.check_found(
+            severity_given=found.severity is not None, source_given=found.source is not None
+        )
         severity = found.severity
         if severity is None:
             severity = F.lit(self.severities[0].value)

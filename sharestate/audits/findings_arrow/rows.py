@@ -83,13 +83,9 @@ def _column(rows: pa.Table, value: Value, dtype: pa.DataType) -> pa.Array | pa.C
 def rule_rows(rule: FindingRule[Any], found: FoundRows) -> pa.Table:
     """`found` as `findings` rows with `rule`'s code, severity and source (as
     `FindingRule.rows` stamps them)."""
-    if (found.severity is None) != (len(rule.severities) == 1):
-        raise ValueError(
-            f"finding rule {rule.name}: a rule with one severity leaves it to the"
-            " registration; one with several picks it per row"
-        )
-    if rule.source is not None and found.source is not None:
-        raise ValueError(f"finding rule {rule.name}: its source is registered")
+    rule.check_found(
+        severity_given=found.severity is not None, source_given=found.source is not None
+    )
     n = found.rows.num_rows
     severity = found.severity
     if severity is None:
