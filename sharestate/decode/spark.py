@@ -12,13 +12,12 @@ DataFrame with their bytes and reason, never dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Final
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
@@ -31,7 +30,11 @@ from sharestate.decode.columns import (
     GROUP_RESULT_FIELDS,
     NEEDS_REFERENCE_FIELD,
     SHARE_STATE_RESULT_FIELDS,
-    decoded_output_fields,
+)
+from sharestate.decode.tables import (
+    decode_batches,
+    is_passthrough,
+    output_schema,
 )
 from sharestate.kafka.records import REASON_KINDS, group_layouts, share_state_layouts
 from sharestate.kafka.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
@@ -40,17 +43,6 @@ from sharestate.kafka.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
 _INPUT_COLUMNS: Final = tuple(f.name for f in DECODE_INPUT_FIELDS)
 _JVM_INPUT_TYPES: Final = tuple(from_arrow_type(f.type) for f in DECODE_INPUT_FIELDS)
 _NEEDS_REFERENCE: Final = NEEDS_REFERENCE_FIELD.name
-
-QUARANTINE_COLUMNS: Final = (
-    "source",
-    "source_partition",
-    "source_offset",
-    "source_timestamp",
-    "key",
-    "value",
-    "reason",
-    "reason_kind",
-)
 
 
 @dataclass(frozen=True)
@@ -83,38 +75,6 @@ def spark_type(fields: list[pa.Field]) -> DataType:
     return converted
 
 
-def _output_schema(result_fields: list[pa.Field]) -> pa.Schema:
-    """What the decode step hands back to Spark (`decoded_output_fields`)."""
-    return pa.schema(decoded_output_fields(result_fields))
-
-
-def _decode_batches(
-    decode: Callable[[pa.Array, pa.Array], pa.StructArray],
-    keep_bytes: Callable[[pa.StructArray], pa.Array] | None,
-    schema: pa.Schema,
-    batches: Iterator[pa.RecordBatch],
-) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: source columns pass through, one decoded field per column."""
-    for batch in batches:
-        key, value = batch.column("key"), batch.column("value")
-        decoded = decode(key, value)
-        error = decoded.field("decode_error")
-        needs_bytes = pc.is_valid(error)
-        if keep_bytes is not None:
-            needs_bytes = pc.or_(needs_bytes, keep_bytes(decoded))
-        null_bytes = pa.scalar(None, pa.binary())
-        columns = [
-            batch.column("partition"),
-            batch.column("offset"),
-            batch.column("timestamp").cast(schema.field("source_timestamp").type),
-            *[decoded.field(i) for i in range(decoded.type.num_fields - 1)],
-            error,
-            pc.if_else(needs_bytes, key, null_bytes),
-            pc.if_else(needs_bytes, value, null_bytes),
-        ]
-        yield pa.RecordBatch.from_arrays(columns, schema=schema)
-
-
 #: A JVM fast tier: selected input rows -> (its output: the output schema plus
 #: `needs_reference`; the input rows it flags `needs_reference`, for Python to decode; the
 #: tee that hands those over).
@@ -133,8 +93,8 @@ def _decode(
     """Decode rows of `expected_topic`; quarantine failures and rows of any other topic.
     With a `fast_tier`, only the rows it flags `needs_reference` go through Python."""
     right_topic = F.coalesce(F.col("topic") == F.lit(expected_topic), F.lit(False))
-    arrow_schema = _output_schema(result_fields)
-    body = partial(_decode_batches, decode, keep_bytes, arrow_schema)
+    arrow_schema = output_schema(result_fields)
+    body = partial(decode_batches, decode, keep_bytes, arrow_schema)
     selected = df.filter(right_topic).select(*_INPUT_COLUMNS)
     tee = None
     if fast_tier is None:
@@ -242,15 +202,10 @@ def decode_share_state(df: DataFrame, kafka_version: str = "auto", engine: str =
     )
 
 
-def _is_passthrough(decoded: pa.StructArray) -> pa.Array:
-    # Records of types this job does not decode keep their bytes in share_group_records.
-    return pc.invert(pc.fill_null(decoded.field("is_share_record"), True))
-
-
 def decode_consumer_offsets(df: DataFrame, kafka_version: str = "auto") -> Decoded:
     """Decode an export of `__consumer_offsets`: share-group records fully; records of other
     types are classified and passed through with their key and value bytes."""
     decode = partial(decode_group_arrays, layouts=group_layouts(kafka_version))
     return _decode(
-        df, CONSUMER_OFFSETS_TOPIC, "consumer_offsets", decode, GROUP_RESULT_FIELDS, _is_passthrough
+        df, CONSUMER_OFFSETS_TOPIC, "consumer_offsets", decode, GROUP_RESULT_FIELDS, is_passthrough
     )

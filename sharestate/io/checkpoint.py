@@ -25,8 +25,9 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
+from sharestate.arrow_rows import arrow_rows
 from sharestate.io.changes import ExportFiles
 from sharestate.io.files import local_path
 from sharestate.io.streams import Streams
@@ -41,10 +42,18 @@ PLACEMENTS_TABLE: Final = "_placements"
 #: changes, changes meaning; an older one means a full run. 3: `PLACEMENTS_TABLE`, and the
 #: range tables partitioned by `settled`. 4: the inputs' streams (`Streams`).
 CHECKPOINT_FORMAT: Final = 4
-CHECKPOINT_SCHEMA: Final = (
-    "source string, partition int, first_offset bigint, max_offset bigint, rows bigint,"
-    " state_version bigint, written_at timestamp, carried string,"
-    " table_versions map<string, bigint>"
+CHECKPOINT_SCHEMA: Final = pa.schema(
+    [
+        ("source", pa.string()),
+        ("partition", pa.int32()),
+        ("first_offset", pa.int64()),
+        ("max_offset", pa.int64()),
+        ("rows", pa.int64()),
+        ("state_version", pa.int64()),
+        ("written_at", pa.timestamp("us", tz="UTC")),
+        ("carried", pa.string()),
+        ("table_versions", pa.map_(pa.string(), pa.int64())),
+    ]
 )
 #: Tables of one row per record: an incremental run appends to them.
 PER_RECORD_TABLES: Final = (
@@ -150,8 +159,9 @@ def checkpoint_rows(checkpoint: Checkpoint) -> list[tuple[Any, ...]]:
     return rows
 
 
-def checkpoint_frame(spark: SparkSession, checkpoint: Checkpoint) -> DataFrame:
-    return spark.createDataFrame(checkpoint_rows(checkpoint), CHECKPOINT_SCHEMA)
+def checkpoint_table(checkpoint: Checkpoint) -> pa.Table:
+    """The `_checkpoint` table's rows, on the driver (the run writes them from there)."""
+    return arrow_rows(checkpoint_rows(checkpoint), CHECKPOINT_SCHEMA)
 
 
 def parse_checkpoint(rows: list[dict[str, Any]]) -> Checkpoint | None:

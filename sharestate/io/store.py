@@ -192,17 +192,34 @@ class TableStore:
         filtered on the driver (delta-rs); elsewhere Spark joins it with the keys (the rows a
         run needs of a table that grows with the history are few)."""
         if not self.local:
-            table_df = self.read(name, small=False)
-            if partition is not None:
-                table_df = table_df.filter(F.col(partition[0]) == F.lit(partition[1]))
-            wanted = arrow_frame(self.spark, keys.select(list(on))).distinct()
-            return table_df.join(wanted, list(on), "left_semi").toArrow()
+            return self.read_arrow_joined(name, keys, on, partition)
         if keys.num_rows == 0:  # no key asks: the table's schema, not its rows
             schema = pa.schema(_delta_rs_table(self._local_path(name)).schema().to_arrow())
             return schema.empty_table()
         table = self._read_on_driver(name, partition)
         # A semi join gives each row once, however often its key comes.
         return table.take(rows_by_key(table, keys, on, "left semi"))
+
+    def read_arrow_joined(
+        self, name: str, keys: pa.Table, on: Sequence[str], partition: Partition | None = None
+    ) -> pa.Table:
+        """`read_arrow_matching` through Spark, wherever the output is: for a table that
+        grows with the history (the rows a run needs of it are few, the table is not)."""
+        table_df = self.read(name, small=False)
+        if partition is not None:
+            table_df = table_df.filter(F.col(partition[0]) == F.lit(partition[1]))
+        wanted = arrow_frame(self.spark, keys.select(list(on))).distinct()
+        rows: pa.Table = table_df.join(wanted, list(on), "left_semi").toArrow()
+        return rows
+
+    def arrow_schema(self, name: str) -> pa.Schema:
+        """The table's schema as Arrow (as delta-rs reads the table where the output is
+        local, as Spark hands its rows over elsewhere)."""
+        if self.local:
+            return pa.schema(_delta_rs_table(self._local_path(name)).schema().to_arrow())
+        # No row: Spark plans an empty relation, and no job runs.
+        schema: pa.Schema = self.read(name, small=False).limit(0).toArrow().schema
+        return schema
 
     def read_arrow(self, name: str) -> pa.Table:
         """A small table as Arrow, on the driver."""

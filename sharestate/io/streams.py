@@ -261,6 +261,8 @@ class Arrived:
     rows: DataFrame | None
     #: The last batch read (the `applied` of the next checkpoint).
     last_batch: int
+    #: The folders of the batches `rows` reads.
+    folders: tuple[str, ...] = ()
 
 
 def arrive(
@@ -283,12 +285,9 @@ def _arrive_one(spark: SparkSession, streams: Streams, stream: StreamInput) -> A
     batches = [b for b in _batch_ids(spark, arrived) if b > applied]
     if not batches:
         return Arrived(None, applied)
-    rows = (
-        spark.read.option("basePath", arrived)
-        .parquet(*[f"{arrived}/{BATCH}={b}" for b in batches])
-        .select(*REQUIRED_COLUMNS)
-    )
-    return Arrived(rows, max(batches))
+    folders = tuple(f"{arrived}/{BATCH}={b}" for b in batches)
+    rows = spark.read.option("basePath", arrived).parquet(*folders).select(*REQUIRED_COLUMNS)
+    return Arrived(rows, max(batches), folders)
 
 
 def _batch_ids(spark: SparkSession, arrived: str) -> list[int]:

@@ -19,12 +19,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sharestate.arrow_keys import distinct_keys, rows_by_key
 from sharestate.io.checkpoint import Checkpoint, Extent
-from sharestate.io.exports import RowCounts, count_rows, deduplicate
+from sharestate.io.exports import ROW_IDENTITY, RowCounts, count_rows, deduplicate
+from sharestate.io.store import arrow_frame
 from sharestate.job.cache import CacheScope
 
 NEW: Final = "new"
@@ -172,3 +177,105 @@ def place_arrivals(
 
 def _counts(placed: DataFrame) -> dict[str, int]:
     return {row[ARRIVAL]: int(row["count"]) for row in placed.groupBy(ARRIVAL).count().collect()}
+
+
+# --- the same on the driver, in Arrow (a small increment: sharestate.job.driver_increment) ---
+
+
+@dataclass(frozen=True)
+class PlacedRows:
+    """`Arrivals` on the driver: one input's rows to process, deduplicated, as Arrow."""
+
+    rows: pa.Table
+    read: int
+    processed: int
+    backfill: int
+    counts: RowCounts
+    #: (partition, offset) of the backfilled rows, each once.
+    backfill_positions: pa.Table
+
+    def arrivals(self, spark: SparkSession, fmt: str, path: str, tracked: bool) -> Arrivals:
+        """These rows as `Arrivals` (local relations: read without a Spark job)."""
+        return Arrivals(
+            rows=arrow_frame(spark, self.rows),
+            format=fmt,
+            path=path,
+            read=self.read,
+            processed=self.processed,
+            backfill=self.backfill,
+            tracked=tracked,
+            counts=self.counts,
+            backfill_positions=arrow_frame(spark, self.backfill_positions),
+        )
+
+
+def arrival_kinds(
+    rows: pa.Table, extents: Mapping[int, Extent], gaps: pa.Table | None = None
+) -> pa.Array:
+    """`classify` on the driver: NEW, BACKFILL or PROCESSED for each row of `rows`
+    (partition, offset). `gaps`: source_partition, _from, _to."""
+    partitions = sorted(extents)
+    at = pc.index_in(rows.column("partition"), pa.array(partitions, pa.int32()))
+    first = pa.array([extents[p].first for p in partitions], pa.int64()).take(at)
+    last = pa.array([extents[p].last for p in partitions], pa.int64()).take(at)
+    offset = rows.column("offset")
+    above = pc.or_kleene(pc.is_null(last), pc.greater(offset, last))
+    earlier = pc.less(offset, first)
+    if gaps is not None:
+        in_gap = pa.array(np.zeros(rows.num_rows, dtype=bool))
+        for gap in gaps.to_pylist():
+            inside = pc.and_(
+                pc.equal(rows.column("partition"), gap["source_partition"]),
+                pc.and_(pc.greater_equal(offset, gap["_from"]), pc.less_equal(offset, gap["_to"])),
+            )
+            in_gap = pc.or_(in_gap, pc.fill_null(inside, False))
+        earlier = pc.or_kleene(earlier, in_gap)
+    return pc.if_else(
+        pc.fill_null(above, False),
+        NEW,
+        pc.if_else(pc.fill_null(earlier, False), BACKFILL, PROCESSED),
+    )
+
+
+def _first_of_each(rows: pa.Table, on: tuple[str, ...]) -> pa.Array:
+    """The numbers of the first row of each combination of `on` (nulls one value), in order."""
+    numbered = rows.select(list(on)).append_column("_row", pa.array(np.arange(rows.num_rows)))
+    firsts = numbered.group_by(list(on), use_threads=False).aggregate([("_row", "min")])
+    return pa.array(np.sort(firsts.column("_row_min").to_numpy()))
+
+
+def place_rows(
+    rows: pa.Table,
+    extents: Mapping[int, Extent],
+    gaps: pa.Table | None = None,
+    stored: Callable[[pa.Table], pa.Table] | None = None,
+) -> PlacedRows:
+    """`place_arrivals` on the driver, of an input's delivered `rows` (Kafka-record
+    columns). `stored(positions)`: those of `positions` (partition, offset) that the
+    stored tables hold, asked only for the rows found inside the extents (an input whose
+    gaps are not listed)."""
+    kinds = arrival_kinds(rows, extents, gaps)
+    processed = pc.equal(kinds, PROCESSED)
+    if stored is not None and pc.any(processed).as_py():
+        inside = rows.filter(processed).select(["partition", "offset"])
+        held = stored(inside)
+        known = np.zeros(rows.num_rows, dtype=bool)
+        candidates = np.flatnonzero(processed.to_numpy(zero_copy_only=False))
+        found = rows_by_key(inside, held, ["partition", "offset"], "left semi").to_numpy()
+        known[candidates[found]] = True
+        kinds = pc.if_else(pc.and_(processed, pc.invert(pa.array(known))), BACKFILL, kinds)
+    values, counts_of = pc.value_counts(kinds).flatten()
+    counted = dict(zip(values.to_pylist(), counts_of.to_pylist(), strict=True))
+    keep = pc.not_equal(kinds, PROCESSED)
+    to_process = rows.filter(keep)
+    firsts = _first_of_each(to_process, ROW_IDENTITY)
+    counts = RowCounts(read=to_process.num_rows, duplicates=to_process.num_rows - len(firsts))
+    backfilled = to_process.filter(pc.equal(kinds.filter(keep), BACKFILL))
+    return PlacedRows(
+        rows=to_process if counts.duplicates == 0 else to_process.take(firsts),
+        read=sum(counted.values()),
+        processed=counted.get(PROCESSED, 0),
+        backfill=counted.get(BACKFILL, 0),
+        counts=counts,
+        backfill_positions=distinct_keys(backfilled, ["partition", "offset"]),
+    )

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -47,18 +47,35 @@ from sharestate.audits.driver import RECORD_COLUMNS
 from sharestate.audits.findings.placement import KEY_HASH
 from sharestate.audits.findings.registry import Source
 from sharestate.audits.ranges import SETTLED
-from sharestate.decode.columns import KEY
+from sharestate.decode.columns import KEY, LOG_ORDER
 from sharestate.io.checkpoint import PLACEMENTS_TABLE
-from sharestate.io.store import Change, TableStore, arrow_frame
+from sharestate.io.store import Change, TableStore, arrow_frame, rows_on_driver
 from sharestate.job.cache import CacheScope
 from sharestate.job.side_by_side import run_side_by_side
 from sharestate.kafka.partitioning import share_partition_key_hashes
 from sharestate.replay import replay
+from sharestate.replay.arrow import replay_table
 
 log = logging.getLogger("sharestate")
 
 RANGE_IDENTITY = (*KEY, "reason", "first_offset")
 SHARE_STATE = Source.SHARE_STATE.value
+
+
+@dataclass(frozen=True)
+class DriverRows:
+    """An increment's new rows on the driver, as Arrow (the share-state records, the group
+    records with --consumer-offsets, and the quarantined rows of both inputs)."""
+
+    records: pa.Table
+    group_records: pa.Table | None
+    quarantine: pa.Table
+    #: source, source_partition, source_offset of the rows that arrived below the checkpoint.
+    backfilled: pa.Table
+
+
+#: What `Increment._on_driver` brings to the driver (a table, or None when too big).
+Collected = TypeVar("Collected", pa.Table, pa.Table | None)
 
 #: What a caller computes beside a step's own work (`write_segments`, `run_incremental`).
 Beside = TypeVar("Beside")
@@ -81,6 +98,9 @@ class Increment:
     stored_state: DataFrame
     #: Every new group record (with --consumer-offsets).
     group_records: DataFrame | None = None
+    #: The new rows as Arrow, when the increment was read and replayed on the driver
+    #: (`sharestate.job.driver_increment`): the DataFrames above are local relations of them.
+    on_driver: DriverRows | None = None
     #: The new quarantined rows (of both inputs), kept.
     quarantine: DataFrame = field(init=False)
     #: The keys replayed from their stored state, and those replayed again.
@@ -109,7 +129,7 @@ class Increment:
     range_totals: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: The tables changed so far, in order (a failed run puts them back).
     written: list[str] = field(default_factory=list)
-    _collected: dict[str, pa.Table] = field(default_factory=dict, init=False, repr=False)
+    _collected: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _collect_locks: dict[str, threading.Lock] = field(default_factory=dict, init=False, repr=False)
     _collecting: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -123,8 +143,16 @@ class Increment:
     def keep(self, df: DataFrame) -> DataFrame:
         """`df` computed now and kept, its lineage cut: an increment's intermediate results
         are small and each is read by several later ones, whose plans would otherwise hold
-        (and print, when cached) the whole plan of everything before them, again and again."""
+        (and print, when cached) the whole plan of everything before them, again and again.
+        An increment on the driver keeps nothing: its DataFrames are local relations."""
+        if self.on_driver is not None:
+            return df
         return self.cache.checkpoint(df)
+
+    def computed(self, name: str, rows: pa.Table) -> None:
+        """What `_on_driver(name, ...)` returns from now on: `rows`, computed already."""
+        with self._collecting:
+            self._collected[name] = rows
 
     def touched(self) -> DataFrame:
         """Every key the increment touches (ongoing and replayed again): those of the new
@@ -152,6 +180,12 @@ class Increment:
             lambda: self.stored_state.join(self.touched_frame, list(KEY), "left_semi").toArrow(),
         )
 
+    def state_rows(self) -> pa.Table | None:
+        """The whole state after the run (`state`) on the driver, or None when it has more
+        than SMALL_TABLE_ROWS rows (then it stays in Spark)."""
+        state: pa.Table | None = self._on_driver("state", lambda: rows_on_driver(self.state))
+        return state
+
     def record_rows(self) -> pa.Table:
         """What the ranges read of this run's records (`RECORD_COLUMNS`), on the driver."""
         return self._on_driver("records", lambda: self.records.select(*RECORD_COLUMNS).toArrow())
@@ -170,7 +204,7 @@ class Increment:
             lambda: exported_positions(self.records, self.quarantine, SHARE_STATE).toArrow(),
         )
 
-    def _on_driver(self, name: str, collect: Callable[[], pa.Table]) -> pa.Table:
+    def _on_driver(self, name: str, collect: Callable[[], Collected]) -> Collected:
         """`collect()` run once (one Spark job), by the first of the steps running side by
         side that asks; the others wait for it."""
         with self._collecting:
@@ -178,7 +212,8 @@ class Increment:
         with lock:
             if name not in self._collected:
                 self._collected[name] = collect()
-            return self._collected[name]
+            collected: Collected = self._collected[name]
+            return collected
 
 
 def split_keys(increment: Increment) -> None:
@@ -204,7 +239,32 @@ def split_keys(increment: Increment) -> None:
         found.append(F.max(F.coalesce(F.col("_backfilled"), F.lit(False))).alias("_backfilled"))
     # A few thousand keys: collected once (one Spark job), they cost no further job wherever
     # they are read, on the driver or in Spark (as a local relation).
-    keys = records.groupBy(*KEY).agg(*found).toArrow()
+    _split(increment, records.groupBy(*KEY).agg(*found).toArrow())
+
+
+def split_keys_on_driver(increment: Increment, records: pa.Table, backfilled: pa.Table) -> None:
+    """`split_keys` of the new `records` on the driver; `backfilled`: (partition, offset) of
+    the backfilled rows."""
+    positions = backfilled.rename_columns(list(LOG_ORDER))
+    flags = np.zeros(records.num_rows, dtype=bool)
+    flags[rows_by_key(records, positions, LOG_ORDER, "left semi").to_numpy()] = True
+    found = (
+        records.select([*KEY, "source_partition"])
+        .append_column("_backfilled", pa.array(flags))
+        .group_by(list(KEY), use_threads=False)
+        .aggregate(
+            [("source_partition", "min"), ("source_partition", "max"), ("_backfilled", "any")]
+        )
+    )
+    names = {"source_partition_min": "_lowest", "source_partition_max": "_highest"}
+    names["_backfilled_any"] = "_backfilled"
+    keys = found.select([*KEY, *names]).rename_columns([*KEY, *names.values()])
+    _split(increment, keys)
+
+
+def _split(increment: Increment, keys: pa.Table) -> None:
+    """`split_keys` from each touched key's lowest and highest state-topic partition among
+    the new records (and, with backfilled rows, whether one was backfilled)."""
     typed = keys.select(list(KEY)).cast(_KEY_ARROW_SCHEMA)
     stored = increment.store.read_arrow(PLACEMENTS_TABLE)
     on_stored = typed.append_column("_lowest", keys.column("_lowest")).join(
@@ -222,8 +282,8 @@ def split_keys(increment: Increment) -> None:
     is_again = pc.or_(
         pc.not_equal(keys.column("_lowest"), keys.column("_highest")), pa.array(moved)
     )
-    if increment.backfilled_rows:
-        is_again = pc.or_(is_again, keys.column("_backfilled"))
+    if "_backfilled" in keys.column_names:
+        is_again = pc.or_(is_again, pc.fill_null(keys.column("_backfilled"), False))
     increment.touched_keys = typed
     increment.again_keys = typed.filter(is_again)
     increment.again_count = increment.again_keys.num_rows
@@ -267,6 +327,47 @@ def replay_increment(increment: Increment) -> None:
     increment.state = increment.keep(untouched.unionByName(increment.new_state))
 
 
+def replay_on_driver(increment: Increment, stored_state: pa.Table) -> None:
+    """`replay_increment` on the driver (`sharestate.replay.arrow`), from the new records as
+    Arrow (`Increment.on_driver`) and the touched keys' `stored_state`: the keys replayed
+    again read their stored records with one Spark query."""
+    assert increment.on_driver is not None
+    records = increment.on_driver.records
+    spark = increment.store.spark
+    ongoing_keys = without_keys(increment.touched_keys, increment.again_keys, KEY)
+    ongoing = replay_table(
+        with_keys(records, ongoing_keys, KEY),
+        increment.kafka,
+        with_keys(stored_state, ongoing_keys, KEY),
+    )
+    histories, states = [ongoing.history], [ongoing.state]
+    again_records = records.schema.empty_table()
+    if increment.again_count:
+        stored = increment.store.read("share_state_records", small=False)
+        again_stored = stored.join(increment.again, list(KEY), "left_semi").toArrow()
+        again_records = pa.concat_tables(
+            [
+                again_stored.select(records.column_names).cast(records.schema),
+                with_keys(records, increment.again_keys, KEY),
+            ]
+        )
+        again = replay_table(again_records, increment.kafka)
+        histories.append(again.history)
+        states.append(again.state)
+    state_schema = stored_state.schema
+    new_state = pa.concat_tables([s.select(state_schema.names).cast(state_schema) for s in states])
+    history = pa.concat_tables(histories)
+    history = history.cast(increment.store.arrow_schema("share_partition_history"))
+    increment.again_records = arrow_frame(spark, again_records)
+    increment.history = arrow_frame(spark, history)
+    increment.new_state = arrow_frame(spark, new_state)
+    increment.computed("history", history)
+    increment.computed("new_state", new_state)
+    increment.computed("stored_state", stored_state)
+    untouched = increment.stored_state.join(increment.touched_frame, list(KEY), "left_anti")
+    increment.state = untouched.unionByName(increment.new_state)
+
+
 def write_history(increment: Increment) -> None:
     """share_partition_history: append the new rows; the keys replayed again lose their
     stored rows for the replayed ones (one MERGE)."""
@@ -283,7 +384,9 @@ def write_state(increment: Increment) -> None:
     """share_partition_state and delivery_counts: the rows of the touched keys replaced
     (both are functions of each key's state alone)."""
     store = increment.store
-    state = store.replace("share_partition_state", increment.new_state, increment.touched(), KEY)
+    state = store.replace_arrow(
+        "share_partition_state", increment.new_state_rows(), increment.touched_keys, KEY
+    )
     increment.record(state)
     counts = increment.new_delivery_counts()
     increment.record(store.replace_arrow("delivery_counts", counts, increment.touched_keys, KEY))

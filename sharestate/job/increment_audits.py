@@ -19,6 +19,7 @@ from sharestate.arrow_keys import distinct_keys, rows_by_key, with_keys, without
 from sharestate.audits import (
     findings_arrow,
     gaps_arrow,
+    groups_arrow,
     pruning_arrow,
     segments_arrow,
     share_groups,
@@ -35,9 +36,9 @@ from sharestate.audits.findings_arrow.rows import FINDINGS_ARROW_SCHEMA, run_twi
 from sharestate.decode.columns import KEY
 from sharestate.io.checkpoint import Checkpoint
 from sharestate.io.exports import read_end_offsets
-from sharestate.io.store import arrow_frame, rows_on_driver
+from sharestate.io.store import arrow_frame
 from sharestate.job.config import JobConfig
-from sharestate.job.increment import Increment
+from sharestate.job.increment import DriverRows, Increment
 from sharestate.job.side_by_side import run_side_by_side
 
 _TIMESTAMP: Final = pa.timestamp("us", tz="UTC")
@@ -55,7 +56,7 @@ def known_gaps(findings: DataFrame) -> DataFrame:
     )
 
 
-def _known_gaps(findings: pa.Table) -> pa.Table:
+def known_gaps_arrow(findings: pa.Table) -> pa.Table:
     """`known_gaps` of the findings on the driver (source_partition, _from, _to)."""
     gaps = findings.filter(findings_arrow.rows_of(findings, [share_state_gap]))
     start = gaps.column("source_offset")
@@ -73,7 +74,7 @@ def _gaps(increment: Increment, stored_findings: pa.Table, checkpoint: Checkpoin
     driver: from the stored gaps, the checkpoint's extents and the run's positions."""
     extents = checkpoint.extents.get(SHARE_STATE, {})
     return gaps_arrow.gaps_after(
-        _known_gaps(stored_findings),
+        known_gaps_arrow(stored_findings),
         increment.share_state_positions(),
         pa.table(
             {
@@ -91,7 +92,7 @@ class AuditTables:
     """The audit tables an incremental run keeps whole for its findings and summary."""
 
     pruning_cutoff: pa.Table
-    share_groups: DataFrame | None
+    share_groups: DataFrame | pa.Table | None
     share_partition_lag: DataFrame | None
     findings: pa.Table
     #: The quarantine's counts per (source, reason_kind) after this run.
@@ -109,7 +110,7 @@ class AuditInputs:
     gaps: pa.Table
     per_record_findings: pa.Table
     kinds: pa.Table
-    groups: DataFrame | None
+    groups: DataFrame | pa.Table | None
     lag: DataFrame | None
     state_sized_findings: pa.Table
 
@@ -122,7 +123,7 @@ def prepare_audits(
     quarantine: DataFrame,
     group_records: DataFrame | None,
     stored_findings: pa.Table,
-    backfilled: DataFrame,
+    backfilled: DataFrame | pa.Table,
 ) -> AuditInputs:
     """Bring share_groups and share_partition_lag up to date, and compute what the other
     audit tables read that no per-key step changes: it needs the replay's state, not the
@@ -135,13 +136,20 @@ def prepare_audits(
     before the run; `backfilled`: source, source_partition, source_offset of the rows that
     arrived below the checkpoint."""
 
+    on_driver = increment.on_driver
+
     def records_audits() -> tuple[pa.Table, pa.Table, pa.Table]:
         gaps = _gaps(increment, stored_findings, checkpoint)
         per_record = _per_record_rows(increment, stored_findings, gaps)
-        kinds = _quarantine_kinds(checkpoint, quarantine)
+        quarantined = (
+            on_driver.quarantine
+            if on_driver is not None
+            else quarantine.select(*QUARANTINE_COLUMNS).toArrow()
+        )
+        kinds = _quarantine_kinds(checkpoint, quarantined)
         return gaps, per_record, kinds
 
-    def groups_and_lag() -> tuple[DataFrame | None, DataFrame | None]:
+    def groups_and_lag() -> tuple[DataFrame | pa.Table | None, DataFrame | None]:
         return _write_groups(increment, group_records), _write_lag(increment, config)
 
     (gaps, per_record, kinds), (groups, lag) = run_side_by_side([records_audits, groups_and_lag])
@@ -149,11 +157,11 @@ def prepare_audits(
     # (a state too big for the driver stays in Spark).
     state, groups_rows, lag_rows, backfilled_rows, group_positions = run_side_by_side(
         [
-            lambda: rows_on_driver(increment.state),
-            lambda: groups.toArrow() if groups is not None else None,
-            lambda: lag.toArrow() if lag is not None else None,
-            backfilled.toArrow,
-            lambda: _group_positions(group_records, quarantine),
+            increment.state_rows,
+            lambda: _on_driver(groups),
+            lambda: _on_driver(lag),
+            lambda: backfilled if isinstance(backfilled, pa.Table) else backfilled.toArrow(),
+            lambda: _group_positions(group_records, quarantine, on_driver),
         ]
     )
     inputs = {
@@ -169,27 +177,21 @@ def prepare_audits(
     if state is not None:
         found = findings_arrow.findings_of(STATE_SIZED_RULES, inputs)
     else:
-        found = _state_sized_in_spark(increment, inputs, groups, lag, backfilled)
+        found = _state_sized_in_spark(increment, inputs)
     # Some rule always runs (decode_quarantine reads the counts every run has).
     assert found is not None
     return AuditInputs(gaps, per_record, kinds, groups, lag, found)
 
 
-def _state_sized_in_spark(
-    increment: Increment,
-    inputs: dict[str, Any],
-    groups: DataFrame | None,
-    lag: DataFrame | None,
-    backfilled: DataFrame,
-) -> pa.Table | None:
+def _state_sized_in_spark(increment: Increment, inputs: dict[str, Any]) -> pa.Table | None:
     """The state-sized rules' findings by the Spark rules, from the same inputs (a state
-    too big to bring to the driver)."""
+    too big to bring to the driver): the inputs on the driver as local relations."""
     spark = increment.store.spark
     frames = {
         name: arrow_frame(spark, value) if isinstance(value, pa.Table) else value
         for name, value in inputs.items()
     }
-    frames.update(state=increment.state, groups=groups, lag=lag, backfilled=backfilled)
+    frames["state"] = increment.state
     found = findings_of(STATE_SIZED_RULES, frames)
     return found.toArrow() if found is not None else None
 
@@ -276,12 +278,17 @@ def _write_pruning(increment: Increment, gaps: pa.Table) -> pa.Table:
     return pa.concat_tables([kept, rows])
 
 
-def _write_groups(increment: Increment, group_records: DataFrame | None) -> DataFrame | None:
+def _write_groups(
+    increment: Increment, group_records: DataFrame | None
+) -> DataFrame | pa.Table | None:
     """share_groups: a group with new records is computed again from its stored records and
     the new ones (the latest record of each record key decides), and its row replaced.
     Returns the whole table after the change."""
     if group_records is None:
         return None
+    on_driver = increment.on_driver
+    if on_driver is not None and on_driver.group_records is not None:
+        return _write_groups_on_driver(increment, on_driver.group_records)
     store = increment.store
     stored = increment.keep(store.read("share_groups"))
     # Few groups: collected once, they cost no further job wherever they are read.
@@ -303,6 +310,27 @@ def _write_groups(increment: Increment, group_records: DataFrame | None) -> Data
     rows = increment.keep(share_groups(records))
     increment.record(store.replace("share_groups", rows, touched, ["group_id"]))
     return increment.keep(stored.join(touched, "group_id", "left_anti").unionByName(rows))
+
+
+def _write_groups_on_driver(increment: Increment, group_records: pa.Table) -> pa.Table:
+    """`_write_groups` on the driver (`groups_arrow.share_groups`), from the new group
+    records as Arrow and the touched groups' stored records."""
+    store = increment.store
+    stored = store.read_arrow("share_groups")
+    share = group_records.filter(pc.fill_null(group_records.column("is_share_record"), False))
+    touched = distinct_keys(share, ["group_id"])
+    if touched.num_rows == 0:
+        return stored
+    stored_records = store.read_arrow_joined("share_group_records", touched, ["group_id"])
+    records = pa.concat_tables(
+        [
+            stored_records.select(group_records.column_names).cast(group_records.schema),
+            with_keys(group_records, touched, ["group_id"]),
+        ]
+    )
+    rows = groups_arrow.share_groups(records).select(stored.column_names).cast(stored.schema)
+    increment.record(store.replace_arrow("share_groups", rows, touched, ["group_id"]))
+    return pa.concat_tables([without_keys(stored, touched, ["group_id"]), rows])
 
 
 def _write_lag(increment: Increment, config: JobConfig) -> DataFrame | None:
@@ -336,10 +364,18 @@ def _write_findings(
     return rows
 
 
-def _quarantine_kinds(checkpoint: Checkpoint, quarantine: DataFrame) -> pa.Table:
+def _on_driver(table: DataFrame | pa.Table | None) -> pa.Table | None:
+    """A table the run wrote whole, on the driver."""
+    if table is None or isinstance(table, pa.Table):
+        return table
+    rows: pa.Table = table.toArrow()
+    return rows
+
+
+def _quarantine_kinds(checkpoint: Checkpoint, quarantine: pa.Table) -> pa.Table:
     """The quarantine's counts per (source, reason_kind): the checkpoint's plus the new
     rows' (`quarantine_kinds` in Arrow: the first row the lowest in log order)."""
-    new = records_arrow.quarantine_kinds(quarantine.select(*QUARANTINE_COLUMNS).toArrow())
+    new = records_arrow.quarantine_kinds(quarantine.select(list(QUARANTINE_COLUMNS)))
     combined: dict[tuple[Any, Any], list[Any]] = {}
     stored = [tuple(kind) for kind in checkpoint.totals.get("quarantine_kinds") or []]
     for source, kind, rows, partition, offset in [*stored, *_kind_tuples(new)]:
@@ -367,11 +403,15 @@ def _null_first(values: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
     return tuple((value is not None, value) for value in values)
 
 
-def _group_positions(group_records: DataFrame | None, quarantine: DataFrame) -> pa.Table | None:
+def _group_positions(
+    group_records: DataFrame | None, quarantine: DataFrame, on_driver: DriverRows | None
+) -> pa.Table | None:
     """The new `__consumer_offsets` rows' positions and times (decoded and quarantined),
     on the driver: what the extents and the export's end read."""
     if group_records is None:
         return None
+    if on_driver is not None and on_driver.group_records is not None:
+        return _group_positions_arrow(on_driver.group_records, on_driver.quarantine)
     quarantined = quarantine.filter(
         (F.col("source") == CONSUMER_OFFSETS) & (F.col("reason_kind") != "wrong topic")
     )
@@ -381,6 +421,23 @@ def _group_positions(group_records: DataFrame | None, quarantine: DataFrame) -> 
     )
     table: pa.Table = rows.toArrow()
     return table
+
+
+def _group_positions_arrow(group_records: pa.Table, quarantine: pa.Table) -> pa.Table:
+    """`_group_positions` of the new rows as Arrow."""
+    kept = pc.and_kleene(
+        pc.equal(quarantine.column("source"), CONSUMER_OFFSETS),
+        pc.not_equal(quarantine.column("reason_kind"), "wrong topic"),
+    )
+    quarantined = quarantine.filter(pc.fill_null(kept, False))
+    columns = ["source_partition", "source_offset", "source_timestamp"]
+    parts = [
+        table.select(columns).append_column(
+            "_decoded", pa.array([decoded] * table.num_rows, pa.bool_())
+        )
+        for table, decoded in ((group_records, True), (quarantined, False))
+    ]
+    return pa.concat_tables([parts[0], parts[1].cast(parts[0].schema)])
 
 
 def _consumer_offsets_extents(

@@ -21,31 +21,42 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Generic
 
+import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sharestate.arrow_keys import with_keys, without_keys
+from sharestate.audits.driver import RECORD_COLUMNS
 from sharestate.audits.findings.registry import Source
+from sharestate.audits.findings_arrow.records import (
+    exported_positions as exported_positions_arrow,
+)
 from sharestate.backend import default_parallelism
 from sharestate.decode import spark as spark_decode
+from sharestate.decode.columns import KEY
 from sharestate.io import streams as streams_io
 from sharestate.io.changes import ExportFiles, list_export, new_files, rows_above
 from sharestate.io.checkpoint import CHECKPOINT_TABLE, Checkpoint
 from sharestate.io.files import detect_format, local_path, session_settings
-from sharestate.io.store import TableStore, is_local
+from sharestate.io.store import SMALL_TABLE_ROWS, TableStore, arrow_frame, is_local
 from sharestate.io.streams import StreamInput, Streams
 from sharestate.job.arrivals import Arrivals, place_arrivals
 from sharestate.job.cache import CacheScope
 from sharestate.job.config import JobConfig
+from sharestate.job.driver_increment import ReadOnDriver, delivered_tables, read_on_driver
 from sharestate.job.increment import (
     Beside,
+    DriverRows,
     Increment,
     compact_written,
     replay_increment,
+    replay_on_driver,
     split_keys,
+    split_keys_on_driver,
     write_history,
     write_ranges,
     write_segments,
@@ -54,6 +65,7 @@ from sharestate.job.increment import (
 from sharestate.job.increment_audits import (
     AuditTables,
     known_gaps,
+    known_gaps_arrow,
     per_share_partition_rows,
     prepare_audits,
     write_audits,
@@ -193,6 +205,8 @@ class Delivered:
     read_whole: frozenset[str]
     #: source -> the export's format (parquet, delta, kafka).
     formats: dict[str, str]
+    #: source -> the folders of the batches its rows are read from.
+    folders: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def nothing(self) -> bool:
         return all(rows is None for rows in self.rows.values())
@@ -245,6 +259,7 @@ def arrive(config: JobConfig, store: TableStore, checkpoint: Checkpoint) -> Deli
         streams.with_applied(applied),
         read_whole,
         {i.source: i.format for i in inputs},
+        {source: a.folders for source, a in arrived.items()},
     )
 
 
@@ -459,25 +474,17 @@ def _apply(
     beside: Callable[[NewInputs, Increment], Beside],
 ) -> IncrementalRun[Beside]:
     started = time.monotonic()
-    stored_findings = cache.keep(store.read("findings"), StorageLevel.MEMORY_AND_DISK)
-    new = read_new_inputs(config, store, checkpoint, stored_findings, cache, delivered)
-    log.info("read the new rows in %.1f s", time.monotonic() - started)
-    _refuse_large(new, checkpoint)
-    increment = Increment(
-        store=store,
-        cache=cache,
-        kafka=parse_kafka_version(config.kafka_version) or LATEST,
-        delivery_count_limit=config.delivery_count_limit,
-        records=new.state_decoded.records,
-        backfill_positions=new.share_state.backfill_positions,
-        backfilled_rows=new.share_state.backfill,
-        stored_state=cache.keep(store.read("share_partition_state"), StorageLevel.MEMORY_AND_DISK),
-        group_records=new.groups_decoded.records if new.groups_decoded is not None else None,
-        written=written,
-    )
-    split_keys(increment)
-    replay_increment(increment)
-    log.info("replayed the touched share-partitions in %.1f s", time.monotonic() - started)
+    tables = delivered_tables(store, delivered)
+    if tables is not None:
+        new, increment = _read_and_replay_on_driver(
+            config, store, checkpoint, cache, written, delivered, tables
+        )
+        log.info(
+            "read and replayed the new rows on the driver in %.1f s", time.monotonic() - started
+        )
+    else:
+        new, increment = _read_and_replay(config, store, checkpoint, cache, written, delivered)
+        log.info("replayed the touched share-partitions in %.1f s", time.monotonic() - started)
     quarantine = increment.quarantine = increment.keep(new.quarantine())
 
     def audit_tables() -> AuditTables:
@@ -500,7 +507,11 @@ def _apply(
                     quarantine=quarantine,
                     group_records=increment.group_records,
                     stored_findings=store.read_arrow("findings"),
-                    backfilled=_backfilled(new),
+                    backfilled=(
+                        increment.on_driver.backfilled
+                        if increment.on_driver is not None
+                        else _backfilled(new)
+                    ),
                 ),
             ]
         )
@@ -522,14 +533,127 @@ def _apply(
     return IncrementalRun(new, increment, audits, listings, delivered.streams, counted)
 
 
+def _read_and_replay(
+    config: JobConfig,
+    store: TableStore,
+    checkpoint: Checkpoint,
+    cache: CacheScope,
+    written: list[str],
+    delivered: Delivered,
+) -> tuple[NewInputs, Increment]:
+    """The new rows placed, decoded and replayed by Spark's distributed steps."""
+    started = time.monotonic()
+    stored_findings = cache.keep(store.read("findings"), StorageLevel.MEMORY_AND_DISK)
+    new = read_new_inputs(config, store, checkpoint, stored_findings, cache, delivered)
+    log.info("read the new rows in %.1f s", time.monotonic() - started)
+    _refuse_large(new, checkpoint)
+    increment = Increment(
+        store=store,
+        cache=cache,
+        kafka=parse_kafka_version(config.kafka_version) or LATEST,
+        delivery_count_limit=config.delivery_count_limit,
+        records=new.state_decoded.records,
+        backfill_positions=new.share_state.backfill_positions,
+        backfilled_rows=new.share_state.backfill,
+        stored_state=cache.keep(store.read("share_partition_state"), StorageLevel.MEMORY_AND_DISK),
+        group_records=new.groups_decoded.records if new.groups_decoded is not None else None,
+        written=written,
+    )
+    split_keys(increment)
+    replay_increment(increment)
+    return new, increment
+
+
+def _read_and_replay_on_driver(
+    config: JobConfig,
+    store: TableStore,
+    checkpoint: Checkpoint,
+    cache: CacheScope,
+    written: list[str],
+    delivered: Delivered,
+    tables: dict[str, pa.Table | None],
+) -> tuple[NewInputs, Increment]:
+    """The new rows (`tables`, `delivered_tables`) placed, decoded and replayed on the
+    driver (`sharestate.job.driver_increment`)."""
+    spark = store.spark
+    gaps = known_gaps_arrow(store.read_arrow("findings"))
+    read = read_on_driver(config, store, checkpoint, tables, gaps, delivered.read_whole)
+    paths = {SHARE_STATE: config.share_state, CONSUMER_OFFSETS: config.consumer_offsets or ""}
+    arrivals = {
+        source: each.placed.arrivals(
+            spark, delivered.formats[source], paths[source], source not in delivered.read_whole
+        )
+        for source, each in read.items()
+    }
+    groups = read.get(CONSUMER_OFFSETS)
+    new = NewInputs(
+        arrivals[SHARE_STATE],
+        read[SHARE_STATE].spark_decoded(spark),
+        arrivals.get(CONSUMER_OFFSETS),
+        groups.spark_decoded(spark) if groups is not None else None,
+    )
+    _refuse_large(new, checkpoint)
+    records = read[SHARE_STATE].decoded.records
+    quarantined = [each.decoded.quarantine for each in read.values()]
+    quarantine = pa.concat_tables([q.cast(quarantined[0].schema) for q in quarantined])
+    group_records = groups.decoded.records if groups is not None else None
+    increment = Increment(
+        store=store,
+        cache=cache,
+        kafka=parse_kafka_version(config.kafka_version) or LATEST,
+        delivery_count_limit=config.delivery_count_limit,
+        records=new.state_decoded.records,
+        backfill_positions=new.share_state.backfill_positions,
+        backfilled_rows=new.share_state.backfill,
+        stored_state=store.read("share_partition_state"),
+        group_records=new.groups_decoded.records if new.groups_decoded is not None else None,
+        written=written,
+        on_driver=DriverRows(records, group_records, quarantine, _backfilled_arrow(read)),
+    )
+    split_keys_on_driver(increment, records, read[SHARE_STATE].placed.backfill_positions)
+    stored_state = store.read_arrow("share_partition_state") if store.local else None
+    if stored_state is not None:
+        touched_state = with_keys(stored_state, increment.touched_keys, KEY)
+    else:
+        touched_state = store.read_arrow_matching(
+            "share_partition_state", increment.touched_keys, KEY
+        )
+    replay_on_driver(increment, touched_state)
+    if stored_state is not None and stored_state.num_rows <= SMALL_TABLE_ROWS:
+        # The whole state after the run, on the driver already: the audits read it there.
+        state = pa.concat_tables(
+            [without_keys(stored_state, increment.touched_keys, KEY), increment.new_state_rows()]
+        )
+        increment.computed("state", state)
+        increment.state = arrow_frame(spark, state)
+    increment.computed("records", records.select(list(RECORD_COLUMNS)))
+    increment.computed(
+        "share_state_positions", exported_positions_arrow(records, quarantine, SHARE_STATE)
+    )
+    return new, increment
+
+
 def _write_records_and_state(increment: Increment, quarantine: DataFrame) -> None:
     """The per-record tables gain the new rows; share_partition_state and delivery_counts
     replace the touched keys' rows."""
-    _append(increment, "share_state_records", increment.records)
+    on_driver = increment.on_driver
+    _append(
+        increment,
+        "share_state_records",
+        increment.records,
+        on_driver.records if on_driver is not None else None,
+    )
     write_history(increment)
     if increment.group_records is not None:
-        _append(increment, "share_group_records", increment.group_records)
-    _append(increment, "quarantine", quarantine)
+        _append(
+            increment,
+            "share_group_records",
+            increment.group_records,
+            on_driver.group_records if on_driver is not None else None,
+        )
+    _append(
+        increment, "quarantine", quarantine, on_driver.quarantine if on_driver is not None else None
+    )
     write_state(increment)
 
 
@@ -550,5 +674,32 @@ def _backfilled(new: NewInputs) -> DataFrame:
     return out
 
 
-def _append(increment: Increment, name: str, rows: DataFrame) -> None:
-    increment.record(increment.store.append(name, rows))
+def _backfilled_arrow(read: dict[str, ReadOnDriver]) -> pa.Table:
+    """`_backfilled` of the rows read on the driver."""
+    return pa.concat_tables(
+        [
+            pa.table(
+                {
+                    "source": pa.array(
+                        [source] * each.placed.backfill_positions.num_rows, pa.string()
+                    ),
+                    "source_partition": each.placed.backfill_positions.column("partition"),
+                    "source_offset": each.placed.backfill_positions.column("offset"),
+                }
+            )
+            for source, each in read.items()
+        ]
+    )
+
+
+def _append(
+    increment: Increment, name: str, rows: DataFrame, on_driver: pa.Table | None = None
+) -> None:
+    """Append `rows`; `on_driver`: the same rows as Arrow, appended from there (as the
+    table's columns and types)."""
+    store = increment.store
+    if on_driver is None:
+        increment.record(store.append(name, rows))
+        return
+    schema = store.arrow_schema(name)
+    increment.record(store.append_arrow(name, on_driver.select(schema.names).cast(schema)))

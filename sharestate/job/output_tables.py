@@ -135,7 +135,7 @@ class OutputTables:
     def versions_written(self) -> dict[str, int]:
         return {name: v for name, v in self.versions.items() if v is not None}
 
-    def write_checkpoint(self, checkpoint: DataFrame) -> None:
+    def write_checkpoint(self, checkpoint: DataFrame | pa.Table) -> None:
         self._write(CHECKPOINT_TABLE, checkpoint)
 
     def arrow_of(self, name: str, columns: Sequence[str] | None = None) -> pa.Table:

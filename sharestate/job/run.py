@@ -16,17 +16,22 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sharestate.audits import quarantine_kinds
+from sharestate.audits.findings_arrow.records import (
+    exported_positions as exported_positions_arrow,
+)
 from sharestate.io import streams as streams_io
 from sharestate.io.changes import ExportFiles
 from sharestate.io.checkpoint import (
     CHECKPOINT_TABLE,
     Checkpoint,
     Extent,
-    checkpoint_frame,
+    checkpoint_table,
     read_checkpoint,
 )
 from sharestate.io.files import unreadable_files_named
@@ -205,7 +210,7 @@ def _compute_and_write(
         summary["engine"] = engine_summary(engine)
         summary["delivery_count_limit"] = config.delivery_count_limit
         summary["run_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-        tables.write("run_summary", summary_table(spark, summary))
+        tables.write("run_summary", summary_table(summary))
         if config.as_of is None:  # a replay "as of" the past is not a point to go on from
             if small is not None:
                 kinds, group_records = small.audits.quarantine_kinds, small.group_records
@@ -221,7 +226,7 @@ def _compute_and_write(
                 totals=totals,
                 streams=streams,
             )
-            tables.write_checkpoint(checkpoint_frame(spark, checkpoint))
+            tables.write_checkpoint(checkpoint_table(checkpoint))
     except BaseException:
         tables.put_back()
         raise
@@ -318,24 +323,45 @@ class _CountedBeside:
 def _count_new_rows(new: NewInputs, increment: Increment, checkpoint: Checkpoint) -> _CountedBeside:
     """The counts that need only the new rows and the state after the replay (small Spark
     jobs each: side by side)."""
-    decoded = {"share_state": (new.state_decoded.records, new.state_decoded.quarantine)}
+    decoded: dict[str, tuple[DataFrame | pa.Table, DataFrame | pa.Table]] = {
+        "share_state": (new.state_decoded.records, new.state_decoded.quarantine)
+    }
     if new.groups_decoded is not None:
         decoded["consumer_offsets"] = (new.groups_decoded.records, new.groups_decoded.quarantine)
+    state: DataFrame | pa.Table = increment.state
+    group_records: DataFrame | pa.Table | None = increment.group_records
+    on_driver = increment.on_driver
+    if on_driver is not None:
+        # The new rows are on the driver: counted there (the state too, when it is there).
+        decoded = {
+            source: (records, _of_source(on_driver.quarantine, source))
+            for source, records in (
+                ("share_state", on_driver.records),
+                ("consumer_offsets", on_driver.group_records),
+            )
+            if records is not None
+        }
+        state = increment.state_rows() or increment.state
+        group_records = on_driver.group_records
     summary, latest_group_record, extents = run_side_by_side(
         [
             lambda: count_new_rows(
                 arrivals=dict(new.arrivals()),
                 decoded=decoded,
-                state=increment.state,
+                state=state,
                 previous=dict(checkpoint.totals),
             ),
             lambda: _latest_group_record(
-                checkpoint.totals.get("consumer_offsets_end"), increment.group_records
+                checkpoint.totals.get("consumer_offsets_end"), group_records
             ),
             lambda: _extents_after(new, increment, checkpoint),
         ]
     )
     return _CountedBeside(summary, extents, latest_group_record)
+
+
+def _of_source(quarantine: pa.Table, source: str) -> pa.Table:
+    return quarantine.filter(pc.equal(quarantine.column("source"), source))
 
 
 def _incremental_summary(
@@ -379,7 +405,14 @@ def _extents_after(
     (those of `__share_group_state` from its positions on the driver)."""
     extents = {source: dict(parts) for source, parts in checkpoint.extents.items()}
     found = {"share_state": arrow_extents(increment.share_state_positions())}
-    if new.groups_decoded is not None:
+    on_driver = increment.on_driver
+    if on_driver is not None and on_driver.group_records is not None:
+        found["consumer_offsets"] = arrow_extents(
+            exported_positions_arrow(
+                on_driver.group_records, on_driver.quarantine, "consumer_offsets"
+            )
+        )
+    elif new.groups_decoded is not None:
         found["consumer_offsets"] = position_extents_of(
             new.groups_decoded.records, new.quarantine(), "consumer_offsets"
         )
@@ -390,11 +423,19 @@ def _extents_after(
     return extents
 
 
-def _latest_group_record(stored: str | None, group_records: DataFrame | None) -> str | None:
+def _latest_group_record(
+    stored: str | None, group_records: DataFrame | pa.Table | None
+) -> str | None:
     if group_records is None:
         return stored
-    row = group_records.agg(F.max("source_timestamp").alias("end")).first()
-    new = row["end"].isoformat() if row is not None and row["end"] is not None else None
+    if isinstance(group_records, pa.Table):
+        end = pc.max(group_records.column("source_timestamp")).as_py()
+        # As Spark hands a timestamp to Python: the process's local time, without a zone.
+        end = end.astimezone().replace(tzinfo=None) if end is not None else None
+    else:
+        row = group_records.agg(F.max("source_timestamp").alias("end")).first()
+        end = row["end"] if row is not None else None
+    new = end.isoformat() if end is not None else None
     if stored is None or new is None:
         return stored or new
     latest: str = max(stored, new, key=datetime.fromisoformat)
@@ -416,7 +457,7 @@ def _finish_incremental(
     summary["mode"] = "incremental"
     summary["run_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     written.append("run_summary")
-    store.overwrite("run_summary", summary_table(spark, summary))
+    store.overwrite_arrow("run_summary", summary_table(summary))
     versions = dict(checkpoint.table_versions)
     for name in written:
         version = store.version(name)
@@ -431,7 +472,7 @@ def _finish_incremental(
         totals=totals,
         streams=run.streams,
     )
-    store.overwrite(CHECKPOINT_TABLE, checkpoint_frame(spark, new_checkpoint))
+    store.overwrite_arrow(CHECKPOINT_TABLE, checkpoint_table(new_checkpoint))
 
 
 def _keep_listings(
@@ -446,8 +487,8 @@ def _keep_listings(
     versions = dict(checkpoint.table_versions)
     written.append(CHECKPOINT_TABLE)
     kept = replace(checkpoint, exports=nothing.listings, streams=nothing.streams, written_at=None)
-    store.overwrite(
-        CHECKPOINT_TABLE, checkpoint_frame(spark, replace(kept, table_versions=versions))
+    store.overwrite_arrow(
+        CHECKPOINT_TABLE, checkpoint_table(replace(kept, table_versions=versions))
     )
 
 

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sharestate.audits import REASON_DELIVERY_LIMIT, SEVERITIES
@@ -524,18 +524,19 @@ class NewRowCounts:
     #: The new records by record type (and layout).
     record_types: dict[str, dict[str, int]]
     #: The state's share-partitions, groups and deleted share-partitions (`_state_keys`).
-    state_keys: Row | None
+    state_keys: Mapping[str, Any] | None
 
 
 def count_new_rows(
     *,
     arrivals: dict[str, Any],
-    decoded: dict[str, tuple[DataFrame, DataFrame]],
-    state: DataFrame,
+    decoded: dict[str, tuple[DataFrame | pa.Table, DataFrame | pa.Table]],
+    state: DataFrame | pa.Table,
     previous: dict[str, Any],
 ) -> NewRowCounts:
     """The counts of an incremental run's summary that need only its new rows and the whole
-    state. `arrivals`: input -> `Arrivals`; `decoded`: input -> (records, quarantine)."""
+    state. `arrivals`: input -> `Arrivals`; `decoded`: input -> (records, quarantine),
+    each a DataFrame (counted by Spark) or on the driver (Arrow)."""
     (inputs, run_totals, record_types), keys = run_side_by_side(
         [lambda: _incremental_inputs(arrivals, decoded, previous), lambda: _state_keys(state)]
     )
@@ -549,7 +550,7 @@ def incremental_summary(
     range_changes: dict[str, tuple[int, int]],
     findings: DataFrame | pa.Table,
     pruning_cutoff: DataFrame | pa.Table,
-    share_groups: DataFrame | None,
+    share_groups: DataFrame | pa.Table | None,
     share_partition_lag: DataFrame | None,
     previous: dict[str, Any],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -572,7 +573,13 @@ def incremental_summary(
                 if isinstance(pruning_cutoff, pa.Table)
                 else _pruning_counts(pruning_cutoff)
             ),
-            lambda: _share_group_counts(share_groups) if share_groups is not None else None,
+            lambda: (
+                summary_arrow.share_group_counts(share_groups)
+                if isinstance(share_groups, pa.Table)
+                else _share_group_counts(share_groups)
+                if share_groups is not None
+                else None
+            ),
             lambda: _lag_counts(share_partition_lag) if share_partition_lag is not None else None,
         ]
     )
@@ -624,7 +631,7 @@ def incremental_summary(
 
 def _incremental_inputs(
     arrivals: dict[str, Any],
-    decoded: dict[str, tuple[DataFrame, DataFrame]],
+    decoded: dict[str, tuple[DataFrame | pa.Table, DataFrame | pa.Table]],
     previous: dict[str, Any],
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, int]]]:
     """Per input: this run's counts, the running totals with them, and the new records'
@@ -634,14 +641,24 @@ def _incremental_inputs(
     record_types: dict[str, dict[str, int]] = {}
     for source, arrived in arrivals.items():
         records, quarantined = decoded[source]
-        quarantine_count = quarantined.count()
+        quarantine_count = (
+            quarantined.num_rows if isinstance(quarantined, pa.Table) else quarantined.count()
+        )
         if source == "share_state":
-            pairs = _counts_by_pair(records, "record_type", "layout")
+            pairs = (
+                summary_arrow.pair_counts(records, "record_type", "layout")
+                if isinstance(records, pa.Table)
+                else _counts_by_pair(records, "record_type", "layout")
+            )
             record_types["by_record_type"] = _totals(pairs, 0)
             record_types["by_layout"] = _totals(pairs, 1)
             decoded_count = sum(count for _, _, count in pairs)
         else:
-            record_types["groups"] = _count_by(records, "record_type")
+            record_types["groups"] = (
+                summary_arrow.counts_by(records, "record_type")
+                if isinstance(records, pa.Table)
+                else _count_by(records, "record_type")
+            )
             decoded_count = sum(record_types["groups"].values())
         counts = arrived.counts
         inputs[source] = {
@@ -668,17 +685,22 @@ def _incremental_inputs(
     return inputs, run_totals, record_types
 
 
-def _state_keys(state: DataFrame) -> Row | None:
+def _state_keys(state: DataFrame | pa.Table) -> Mapping[str, Any] | None:
     """The state's share-partitions, groups and deleted share-partitions."""
-    return state.agg(
+    if isinstance(state, pa.Table):
+        return summary_arrow.state_keys(state)
+    row = state.agg(
         F.count(F.lit(1)).alias("keys"),
         F.countDistinct("group_id").alias("groups"),
         F.count(F.when(F.col("deleted"), 1)).alias("deleted"),
     ).first()
+    return row.asDict() if row is not None else None
 
 
 def _replay_counts(
-    keys: Row | None, record_types: dict[str, dict[str, int]], previous: dict[str, Any]
+    keys: Mapping[str, Any] | None,
+    record_types: dict[str, dict[str, int]],
+    previous: dict[str, Any],
 ) -> dict[str, Any]:
     """share_state_records' counts (the running totals plus this run's) and the state's
     (`keys`: `_state_keys`)."""

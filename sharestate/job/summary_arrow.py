@@ -31,6 +31,27 @@ def record_keys(records: pa.Table) -> dict[str, int]:
     }
 
 
+def counts_by(table: pa.Table, column: str) -> dict[str, int]:
+    """Rows per value of `column`, by value (as text; a null is `None`)."""
+    counted = table.group_by([column]).aggregate([([], "count_all")]).to_pylist()
+    return {str(r[column]): int(r["count_all"]) for r in sorted(counted, key=_value_order(column))}
+
+
+def _value_order(column: str) -> Any:
+    # Spark's orderBy: nulls first, then by value.
+    return lambda row: (row[column] is not None, row[column])
+
+
+def state_keys(state: pa.Table) -> dict[str, int]:
+    """The state's share-partitions, groups (distinct non-null group ids) and deleted
+    share-partitions."""
+    return {
+        "keys": state.num_rows,
+        "groups": pc.count_distinct(state.column("group_id"), mode="only_valid").as_py(),
+        "deleted": _true_count(state.column("deleted")),
+    }
+
+
 def state_counts(state: pa.Table) -> dict[str, int]:
     return {"share_partitions": state.num_rows, "deleted": _true_count(state.column("deleted"))}
 

@@ -13,91 +13,87 @@ import json
 from datetime import datetime
 from typing import Any, Final
 
-from pyspark.sql import DataFrame, SparkSession
+import pyarrow as pa
+
+from sharestate.arrow_rows import arrow_rows
+
+_TIMESTAMP: Final = pa.timestamp("us", tz="UTC")
+_COUNTS: Final = pa.map_(pa.string(), pa.int64())
 
 #: An input's reconciliation, as the summary's `inputs` has it.
 _INPUT_FIELDS: Final = (
-    ("path", "string"),
-    ("format", "string"),
-    ("rows_read", "bigint"),
-    ("duplicates_dropped", "bigint"),
-    ("decoded", "bigint"),
-    ("quarantined", "bigint"),
-    ("reconciled", "boolean"),
-    ("already_processed", "bigint"),
-    ("backfilled", "bigint"),
-    ("export_read_whole", "boolean"),
-    ("skipped", "string"),
+    ("path", pa.string()),
+    ("format", pa.string()),
+    ("rows_read", pa.int64()),
+    ("duplicates_dropped", pa.int64()),
+    ("decoded", pa.int64()),
+    ("quarantined", pa.int64()),
+    ("reconciled", pa.bool_()),
+    ("already_processed", pa.int64()),
+    ("backfilled", pa.int64()),
+    ("export_read_whole", pa.bool_()),
+    ("skipped", pa.string()),
 )
 #: One commit of an incremental run, as the summary's `changes` has it.
 _CHANGE_FIELDS: Final = (
-    ("table", "string"),
-    ("operation", "string"),
-    ("files_read", "bigint"),
-    ("bytes_read", "bigint"),
-    ("files_written", "bigint"),
-    ("bytes_written", "bigint"),
-    ("rows_inserted", "bigint"),
-    ("rows_deleted", "bigint"),
-    ("writer", "string"),
+    ("table", pa.string()),
+    ("operation", pa.string()),
+    ("files_read", pa.int64()),
+    ("bytes_read", pa.int64()),
+    ("files_written", pa.int64()),
+    ("bytes_written", pa.int64()),
+    ("rows_inserted", pa.int64()),
+    ("rows_deleted", pa.int64()),
+    ("writer", pa.string()),
 )
 
-
-def _struct(fields: tuple[tuple[str, str], ...]) -> str:
-    return "struct<" + ", ".join(f"`{name}`: {kind}" for name, kind in fields) + ">"
-
-
 #: Column -> (its type, where the summary has it: a key, or a section and a key).
-_COLUMNS: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (
-    ("mode", "string", ("mode",)),
-    ("engine", "string", ("engine", "name")),
-    ("delivery_count_limit", "int", ("delivery_count_limit",)),
-    ("records_by_type", "map<string, bigint>", ("share_state_records", "by_record_type")),
-    ("records_by_layout", "map<string, bigint>", ("share_state_records", "by_layout")),
-    ("share_partitions", "bigint", ("share_state_records", "share_partitions")),
-    ("groups", "bigint", ("share_state_records", "groups")),
-    ("replayed_share_partitions", "bigint", ("share_partition_state", "share_partitions")),
-    ("deleted_share_partitions", "bigint", ("share_partition_state", "deleted")),
-    ("share_groups_in_consumer_offsets", "bigint", ("share_group_records", "share_groups")),
-    ("quarantined", "bigint", ("quarantine", "rows")),
-    ("quarantined_by_reason_kind", "map<string, bigint>", ("quarantine", "by_reason_kind")),
-    ("poison_ranges", "bigint", ("poison_messages", "ranges")),
-    ("poison_offsets", "bigint", ("poison_messages", "offsets")),
-    ("archived_ranges", "bigint", ("archived_messages", "ranges")),
-    ("archived_offsets", "bigint", ("archived_messages", "offsets")),
-    ("findings_by_severity", "map<string, bigint>", ("findings", "by_severity")),
-    ("findings_by_code", "map<string, map<string, bigint>>", ("findings", "by_code")),
-    ("state_topic_partitions", "bigint", ("pruning_cutoff", "partitions")),
-    ("prunable_partitions", "bigint", ("pruning_cutoff", "prunable")),
-    ("records_before_cutoff", "bigint", ("pruning_cutoff", "records_before_cutoff")),
-    ("share_groups", "bigint", ("share_groups", "groups")),
-    ("deleted_share_groups", "bigint", ("share_groups", "deleted")),
-    ("share_group_members", "bigint", ("share_groups", "members")),
-    ("lag_share_partitions", "bigint", ("lag", "share_partitions")),
-    ("share_partitions_with_lag", "bigint", ("lag", "with_lag")),
-    ("total_lag", "bigint", ("lag", "total_lag")),
+_COLUMNS: Final[tuple[tuple[str, pa.DataType, tuple[str, ...]], ...]] = (
+    ("mode", pa.string(), ("mode",)),
+    ("engine", pa.string(), ("engine", "name")),
+    ("delivery_count_limit", pa.int32(), ("delivery_count_limit",)),
+    ("records_by_type", _COUNTS, ("share_state_records", "by_record_type")),
+    ("records_by_layout", _COUNTS, ("share_state_records", "by_layout")),
+    ("share_partitions", pa.int64(), ("share_state_records", "share_partitions")),
+    ("groups", pa.int64(), ("share_state_records", "groups")),
+    ("replayed_share_partitions", pa.int64(), ("share_partition_state", "share_partitions")),
+    ("deleted_share_partitions", pa.int64(), ("share_partition_state", "deleted")),
+    ("share_groups_in_consumer_offsets", pa.int64(), ("share_group_records", "share_groups")),
+    ("quarantined", pa.int64(), ("quarantine", "rows")),
+    ("quarantined_by_reason_kind", _COUNTS, ("quarantine", "by_reason_kind")),
+    ("poison_ranges", pa.int64(), ("poison_messages", "ranges")),
+    ("poison_offsets", pa.int64(), ("poison_messages", "offsets")),
+    ("archived_ranges", pa.int64(), ("archived_messages", "ranges")),
+    ("archived_offsets", pa.int64(), ("archived_messages", "offsets")),
+    ("findings_by_severity", _COUNTS, ("findings", "by_severity")),
+    ("findings_by_code", pa.map_(pa.string(), _COUNTS), ("findings", "by_code")),
+    ("state_topic_partitions", pa.int64(), ("pruning_cutoff", "partitions")),
+    ("prunable_partitions", pa.int64(), ("pruning_cutoff", "prunable")),
+    ("records_before_cutoff", pa.int64(), ("pruning_cutoff", "records_before_cutoff")),
+    ("share_groups", pa.int64(), ("share_groups", "groups")),
+    ("deleted_share_groups", pa.int64(), ("share_groups", "deleted")),
+    ("share_group_members", pa.int64(), ("share_groups", "members")),
+    ("lag_share_partitions", pa.int64(), ("lag", "share_partitions")),
+    ("share_partitions_with_lag", pa.int64(), ("lag", "with_lag")),
+    ("total_lag", pa.int64(), ("lag", "total_lag")),
 )
 
 #: One row per run: when it ended, the inputs, the counts, an incremental run's commits,
 #: and the whole summary as JSON.
-RUN_SUMMARY_SCHEMA: Final = ", ".join(
-    (
-        "run_at timestamp",
-        f"inputs map<string, {_struct(_INPUT_FIELDS)}>",
-        *(f"{name} {kind}" for name, kind, _ in _COLUMNS),
-        f"changes array<{_struct(_CHANGE_FIELDS)}>",
-        "summary_json string",
-    )
+RUN_SUMMARY_SCHEMA: Final = pa.schema(
+    [
+        ("run_at", _TIMESTAMP),
+        ("inputs", pa.map_(pa.string(), pa.struct(list(_INPUT_FIELDS)))),
+        *((name, kind) for name, kind, _ in _COLUMNS),
+        ("changes", pa.list_(pa.struct(list(_CHANGE_FIELDS)))),
+        ("summary_json", pa.string()),
+    ]
 )
 
 
 #: Every column's name, and the fields of `inputs` and `changes` (for the docs' check).
 COLUMN_NAMES: Final = (
-    "run_at",
-    "inputs",
-    *(name for name, _, _ in _COLUMNS),
-    "changes",
-    "summary_json",
+    *RUN_SUMMARY_SCHEMA.names,
     *(name for name, _ in (*_INPUT_FIELDS, *_CHANGE_FIELDS)),
 )
 
@@ -127,6 +123,6 @@ def summary_row(summary: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
-def summary_table(spark: SparkSession, summary: dict[str, Any]) -> DataFrame:
-    """The `run_summary` table's one row."""
-    return spark.createDataFrame([summary_row(summary)], RUN_SUMMARY_SCHEMA)
+def summary_table(summary: dict[str, Any]) -> pa.Table:
+    """The `run_summary` table's one row, on the driver (the run writes it from there)."""
+    return arrow_rows([summary_row(summary)], RUN_SUMMARY_SCHEMA)

@@ -27,8 +27,9 @@ from pyspark.sql import functions as F
 from sharestate.audits.findings import PER_SHARE_PARTITION_RULES, FindingRule
 from sharestate.io import store as store_module
 from sharestate.io.lock import OutputLockedError, output_lock
-from sharestate.job import cli, increment_audits
+from sharestate.job import cli
 from sharestate.job import increment as increment_module
+from sharestate.job import incremental as incremental_module
 from sharestate.job.config import JobConfig
 from sharestate.job.run import main
 from sharestate.kafka.records import decode_share_state
@@ -116,6 +117,13 @@ def _plan(state: pa.Table, offsets: pa.Table, runs: int, seed: int) -> list[dict
     return plan
 
 
+def _take_steps(monkeypatch: pytest.MonkeyPatch, steps: str) -> None:
+    """Increments decoded and replayed on the driver (`driver`, as a small one is), or by
+    Spark's distributed steps (`spark`, as a big one is)."""
+    if steps == "spark":
+        monkeypatch.setattr(incremental_module, "delivered_tables", lambda store, delivered: None)
+
+
 def _run(spark: SparkSession, export: Path, output: Path, mode: str) -> dict[str, Any]:
     return main(
         spark,
@@ -130,14 +138,18 @@ def _run(spark: SparkSession, export: Path, output: Path, mode: str) -> dict[str
 
 @pytest.mark.spark
 @pytest.mark.parametrize(
-    ("seed", "writer"),
+    ("seed", "writer", "steps"),
     [
         # On Spark Connect the chains are test_connect.py's (the Spark writer's, and one
         # where serverless refuses caching and settings). Two more seeds, one of them
-        # through Spark's Delta writer: `make test-slow`.
-        (11, "delta-rs"),
-        pytest.param(23, "delta-rs", marks=pytest.mark.slow),
-        pytest.param(37, "spark", marks=pytest.mark.slow),
+        # through Spark's Delta writer: `make test-slow`. `steps`: where the new rows are
+        # decoded and replayed (an increment this small: on the driver, unless made to
+        # take Spark's distributed steps, as a big one does).
+        (11, "delta-rs", "driver"),
+        (11, "delta-rs", "spark"),
+        pytest.param(23, "delta-rs", "driver", marks=pytest.mark.slow),
+        pytest.param(37, "spark", "driver", marks=pytest.mark.slow),
+        pytest.param(37, "spark", "spark", marks=pytest.mark.slow),
     ],
     ids=str,
 )
@@ -147,11 +159,13 @@ def test_runs_over_a_growing_export_end_as_one_full_run(
     monkeypatch: pytest.MonkeyPatch,
     seed: int,
     writer: str,
+    steps: str,
 ) -> None:
     if writer == "spark":
         # The output as a cluster's would be: read and changed through Spark's Delta
         # reader and writer, not delta-rs on the driver.
         monkeypatch.setattr("sharestate.io.store.is_local", lambda path, spark=None: False)
+    _take_steps(monkeypatch, steps)
     state, offsets = generate(
         SampleSpec(records=1_500, share_partitions=48, records_per_snapshot=4, seed=seed)
     )
@@ -193,7 +207,7 @@ def test_findings_of_untouched_share_partitions_are_carried(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state_on_driver: bool
 ) -> None:
     if not state_on_driver:  # the state-sized rules as for a state too big for the driver
-        monkeypatch.setattr(increment_audits, "rows_on_driver", lambda df: None)
+        monkeypatch.setattr(increment_module.Increment, "state_rows", lambda self: None)
     # The second run's records are the last few of one state-topic partition: the other
     # share-partitions' rows of the per-share-partition rules come from the first run.
     # Another partition's export starts after its first records (as after Kafka pruned
@@ -234,8 +248,9 @@ def test_findings_of_untouched_share_partitions_are_carried(
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("steps", ["driver", "spark"])
 def test_a_share_partition_on_two_state_topic_partitions_is_replayed_again(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: str
 ) -> None:
     # The busiest share-partition's later records are on a lower state-topic partition (as
     # after the topic's partition count changed), and the second run brings more of them:
@@ -269,14 +284,16 @@ def test_a_share_partition_on_two_state_topic_partitions_is_replayed_again(
     _write(export / "s", "first.parquet", pa.concat_tables([state.filter(stays), moved[:half]]))
     _run(spark, export, output, "incremental")
     _write(export / "s", "moved.parquet", moved[half:])
-    split = increment_module.split_keys
+    _take_steps(monkeypatch, steps)
+    name = "split_keys" if steps == "spark" else "split_keys_on_driver"
+    split = getattr(increment_module, name)
     again: list[int] = []
 
-    def counted(increment: Any) -> None:
-        split(increment)
+    def counted(increment: Any, *args: Any) -> None:
+        split(increment, *args)
         again.append(increment.again_count)
 
-    monkeypatch.setattr("sharestate.job.incremental.split_keys", counted)
+    monkeypatch.setattr(incremental_module, name, counted)
     assert _run(spark, export, output, "incremental")["mode"] == "incremental"
     assert again == [1]
     _run(spark, export, tmp_path / "full", "full")

@@ -20,6 +20,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from sharestate import jvm
 from sharestate.decode import spark as spark_decode
 from sharestate.decode.columns import NEEDS_REFERENCE_FIELD, SHARE_STATE_RESULT_FIELDS
+from sharestate.decode.tables import output_schema
 from sharestate.jvm import contract
 from sharestate.kafka import constants
 from sharestate.replay.fold import FOLD_INPUT, HISTORY_FIELDS, SEED, SEED_DELETED
@@ -51,7 +52,7 @@ def test_tables_are_the_python_field_lists() -> None:
         from_arrow_schema(pa.schema(HISTORY_FIELDS)).json()
     )
     # What the decode step passes to DecodeShareState.tiers as its output schema.
-    output = spark_decode._output_schema(SHARE_STATE_RESULT_FIELDS)
+    output = output_schema(SHARE_STATE_RESULT_FIELDS)
     tiered = from_arrow_schema(output.append(NEEDS_REFERENCE_FIELD))
     assert _table("DecodeOutput").spark_json() == json.loads(tiered.json())
     assert [f.name for f in _table("DecodeInput").fields] == list(spark_decode._INPUT_COLUMNS)

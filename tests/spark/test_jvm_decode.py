@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from sharestate import jvm
 from sharestate.decode import spark as spark_decode
 from sharestate.decode.columns import SHARE_STATE_RESULT_FIELDS
+from sharestate.decode.tables import output_schema
 from sharestate.errors import InvalidConfigError
 from sharestate.kafka.records import share_state_layouts
 from sharestate.kafka.wire import Writer, topic_id_to_str
@@ -89,7 +90,7 @@ def _rows(df: DataFrame) -> list[dict[str, Any]]:
 def _jvm_tier_counts(spark: SparkSession, path: str, kafka_version: str) -> dict[int, list[int]]:
     """Per source partition: [rows the JVM tier decoded itself, all rows]."""
     layouts = share_state_layouts(kafka_version)
-    schema = spark_decode._output_schema(SHARE_STATE_RESULT_FIELDS)
+    schema = output_schema(SHARE_STATE_RESULT_FIELDS)
     rows = spark.read.parquet(path).select("key", "value", "partition", "offset", "timestamp")
     tiered, _, tee = spark_decode._jvm_share_state(layouts, rows, schema)
     counts: dict[int, list[int]] = {}
@@ -303,7 +304,7 @@ def test_flagged_rows_are_left_behind_by_the_decode_pass(
     """The rows the JVM tier leaves to Python come from its own pass (`sharestate.jvm.Tee`),
     or, where that pass has not run, from parsing the input again: the same rows."""
     layouts = share_state_layouts("auto")
-    schema = spark_decode._output_schema(SHARE_STATE_RESULT_FIELDS)
+    schema = output_schema(SHARE_STATE_RESULT_FIELDS)
     rows = jvm_spark.read.parquet(damaged_export).select(*spark_decode._INPUT_COLUMNS)
     _, flagged_alone, tee_alone = spark_decode._jvm_share_state(layouts, rows, schema)
     assert tee_alone.cached_partitions() == 0
