@@ -341,7 +341,8 @@ def _count_new_rows(new: NewInputs, increment: Increment, checkpoint: Checkpoint
             )
             if records is not None
         }
-        state = increment.state_rows() or increment.state
+        state_rows = increment.state_rows()  # (an empty table is falsy: no `or`)
+        state = state_rows if state_rows is not None else increment.state
         group_records = on_driver.group_records
     summary, latest_group_record, extents = run_side_by_side(
         [
