@@ -7,7 +7,7 @@ files are read there (with pyarrow where the output is local, else with one Spar
 each), placed against the checkpoint (`arrivals.place_rows`), decoded by the pure decoder
 (`sharestate.decode.tables`) and replayed by the pure fold (`sharestate.replay.arrow`),
 the same code Spark runs in its tasks. The tables' steps then read local relations of the
-results. A bigger increment keeps Spark's distributed steps (`incremental.read_new_inputs`).
+results. A bigger increment keeps Spark's distributed steps (`new_rows.read_new_inputs`).
 """
 
 from __future__ import annotations
@@ -15,45 +15,42 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
+from sharestate.arrow_keys import with_keys, without_keys
+from sharestate.audits.driver import RECORD_COLUMNS
 from sharestate.audits.findings.registry import Source
+from sharestate.audits.findings_arrow.records import exported_positions
 from sharestate.decode import spark as spark_decode
+from sharestate.decode.columns import KEY, LOG_ORDER
 from sharestate.decode.tables import (
     DecodedTable,
     decode_consumer_offsets_table,
     decode_share_state_table,
 )
 from sharestate.io.checkpoint import Checkpoint
+from sharestate.io.exports import REQUIRED_COLUMNS
 from sharestate.io.files import local_path
-from sharestate.io.store import TableStore, arrow_frame, rows_on_driver
+from sharestate.io.store import SMALL_TABLE_ROWS, TableStore, arrow_frame, rows_on_driver
 from sharestate.job.arrivals import PlacedRows, place_rows
 from sharestate.job.config import JobConfig
-
-if TYPE_CHECKING:
-    from sharestate.job.incremental import Delivered
+from sharestate.job.increment import DriverRows, Increment, replay_on_driver, split_keys_on_driver
+from sharestate.job.increment_audits import known_gaps_arrow
+from sharestate.job.new_rows import Delivered, NewInputs
+from sharestate.sample.exports import KAFKA_EXPORT_SCHEMA
 
 SHARE_STATE: Final = Source.SHARE_STATE.value
 CONSUMER_OFFSETS: Final = Source.CONSUMER_OFFSETS.value
 #: An increment of at most this many delivered rows (of all inputs) is read, decoded and
 #: replayed on the driver.
 DRIVER_INCREMENT_ROWS: Final = 100_000
-#: The Kafka-record columns the streams deliver, as Arrow.
-KAFKA_ROW_SCHEMA: Final = pa.schema(
-    [
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-    ]
-)
+#: The Kafka-record columns the streams deliver (`REQUIRED_COLUMNS`), as Arrow.
+KAFKA_ROW_SCHEMA: Final = pa.schema([KAFKA_EXPORT_SCHEMA.field(name) for name in REQUIRED_COLUMNS])
 
 
 def _kafka_rows(table: pa.Table) -> pa.Table:
@@ -138,16 +135,16 @@ def _stored_group_positions(store: TableStore) -> Callable[[pa.Table], pa.Table]
     return held
 
 
-def read_on_driver(
+def _place_and_decode(
     config: JobConfig,
     store: TableStore,
     checkpoint: Checkpoint,
     tables: dict[str, pa.Table | None],
-    gaps: pa.Table,
     read_whole: frozenset[str],
 ) -> dict[str, ReadOnDriver]:
-    """Per input: its delivered rows (`delivered_tables`) placed against the checkpoint
-    and decoded. `gaps`: the known `__share_group_state` gaps (source_partition, _from, _to)."""
+    """Per input: its delivered rows (`delivered_tables`) placed against the checkpoint and
+    decoded (the `__share_group_state` rows against the gaps the stored findings list)."""
+    gaps = known_gaps_arrow(store.read_arrow("findings"))
     out: dict[str, ReadOnDriver] = {}
     for source, rows in tables.items():
         if rows is None:
@@ -163,3 +160,87 @@ def read_on_driver(
             decoded = decode_consumer_offsets_table(placed.rows, config.kafka_version)
         out[source] = ReadOnDriver(placed, decoded)
     return out
+
+
+def read_on_driver(
+    config: JobConfig,
+    store: TableStore,
+    checkpoint: Checkpoint,
+    delivered: Delivered,
+    tables: dict[str, pa.Table | None],
+) -> tuple[NewInputs, DriverRows]:
+    """The delivered rows (`delivered_tables`) placed and decoded on the driver: as
+    `NewInputs` (local relations, for the steps that read DataFrames) and as Arrow."""
+    spark = store.spark
+    read = _place_and_decode(config, store, checkpoint, tables, delivered.read_whole)
+    paths = {SHARE_STATE: config.share_state, CONSUMER_OFFSETS: config.consumer_offsets or ""}
+    arrivals = {
+        source: each.placed.arrivals(
+            spark, delivered.formats[source], paths[source], source not in delivered.read_whole
+        )
+        for source, each in read.items()
+    }
+    groups = read.get(CONSUMER_OFFSETS)
+    new = NewInputs(
+        arrivals[SHARE_STATE],
+        read[SHARE_STATE].spark_decoded(spark),
+        arrivals.get(CONSUMER_OFFSETS),
+        groups.spark_decoded(spark) if groups is not None else None,
+    )
+    quarantined = [each.decoded.quarantine for each in read.values()]
+    rows = DriverRows(
+        records=read[SHARE_STATE].decoded.records,
+        group_records=groups.decoded.records if groups is not None else None,
+        quarantine=pa.concat_tables([q.cast(quarantined[0].schema) for q in quarantined]),
+        backfilled=_backfilled(read),
+    )
+    return new, rows
+
+
+def _backfilled(read: dict[str, ReadOnDriver]) -> pa.Table:
+    """source, source_partition, source_offset of the rows that arrived below the
+    checkpoint (`new_rows.backfilled_positions` on the driver)."""
+    return pa.concat_tables(
+        [
+            pa.table(
+                {
+                    "source": pa.array(
+                        [source] * each.placed.backfill_positions.num_rows, pa.string()
+                    ),
+                    "source_partition": each.placed.backfill_positions.column("partition"),
+                    "source_offset": each.placed.backfill_positions.column("offset"),
+                }
+            )
+            for source, each in read.items()
+        ]
+    )
+
+
+def replay_new_rows(increment: Increment) -> None:
+    """The touched keys split and replayed on the driver (`split_keys_on_driver`,
+    `replay_on_driver`), from the new rows as Arrow (`Increment.on_driver`); the whole
+    state after the run and what the steps read of the new rows handed to them as Arrow."""
+    rows = increment.on_driver
+    assert rows is not None
+    store, spark = increment.store, increment.store.spark
+    backfilled = rows.backfilled.filter(pc.equal(rows.backfilled.column("source"), SHARE_STATE))
+    split_keys_on_driver(increment, rows.records, backfilled.select(list(LOG_ORDER)))
+    stored_state = store.read_arrow("share_partition_state") if store.local else None
+    if stored_state is not None:
+        touched_state = with_keys(stored_state, increment.touched_keys, KEY)
+    else:
+        touched_state = store.read_arrow_matching(
+            "share_partition_state", increment.touched_keys, KEY
+        )
+    replay_on_driver(increment, touched_state)
+    if stored_state is not None and stored_state.num_rows <= SMALL_TABLE_ROWS:
+        # The whole state after the run, on the driver already: the audits read it there.
+        state = pa.concat_tables(
+            [without_keys(stored_state, increment.touched_keys, KEY), increment.new_state_rows()]
+        )
+        increment.computed("state", state)
+        increment.state = arrow_frame(spark, state)
+    increment.computed("records", rows.records.select(list(RECORD_COLUMNS)))
+    increment.computed(
+        "share_state_positions", exported_positions(rows.records, rows.quarantine, SHARE_STATE)
+    )

@@ -243,9 +243,9 @@ def split_keys(increment: Increment) -> None:
 
 
 def split_keys_on_driver(increment: Increment, records: pa.Table, backfilled: pa.Table) -> None:
-    """`split_keys` of the new `records` on the driver; `backfilled`: (partition, offset) of
-    the backfilled rows."""
-    positions = backfilled.rename_columns(list(LOG_ORDER))
+    """`split_keys` of the new `records` on the driver; `backfilled`: (source_partition,
+    source_offset) of the backfilled rows."""
+    positions = backfilled
     flags = np.zeros(records.num_rows, dtype=bool)
     flags[rows_by_key(records, positions, LOG_ORDER, "left semi").to_numpy()] = True
     found = (

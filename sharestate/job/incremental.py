@@ -17,46 +17,33 @@ them back to the checkpoint's versions; a run that fails puts back what it wrote
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Generic
 
 import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
-from sharestate.arrow_keys import with_keys, without_keys
-from sharestate.audits.driver import RECORD_COLUMNS
 from sharestate.audits.findings.registry import Source
-from sharestate.audits.findings_arrow.records import (
-    exported_positions as exported_positions_arrow,
-)
 from sharestate.backend import default_parallelism
-from sharestate.decode import spark as spark_decode
-from sharestate.decode.columns import KEY
-from sharestate.io import streams as streams_io
 from sharestate.io.changes import ExportFiles, list_export, new_files, rows_above
 from sharestate.io.checkpoint import CHECKPOINT_TABLE, Checkpoint
-from sharestate.io.files import detect_format, local_path, session_settings
-from sharestate.io.store import SMALL_TABLE_ROWS, TableStore, arrow_frame, is_local
-from sharestate.io.streams import StreamInput, Streams
-from sharestate.job.arrivals import Arrivals, place_arrivals
+from sharestate.io.files import session_settings
+from sharestate.io.store import TableStore, is_local
+from sharestate.io.streams import Streams
 from sharestate.job.cache import CacheScope
 from sharestate.job.config import JobConfig
-from sharestate.job.driver_increment import ReadOnDriver, delivered_tables, read_on_driver
+from sharestate.job.driver_increment import delivered_tables, read_on_driver, replay_new_rows
 from sharestate.job.increment import (
     Beside,
     DriverRows,
     Increment,
     compact_written,
     replay_increment,
-    replay_on_driver,
     split_keys,
-    split_keys_on_driver,
     write_history,
     write_ranges,
     write_segments,
@@ -64,15 +51,21 @@ from sharestate.job.increment import (
 )
 from sharestate.job.increment_audits import (
     AuditTables,
-    known_gaps,
-    known_gaps_arrow,
     per_share_partition_rows,
     prepare_audits,
     write_audits,
 )
+from sharestate.job.new_rows import (
+    Delivered,
+    FullRunNeeded,
+    NewInputs,
+    arrive,
+    backfilled_positions,
+    input_format,
+    read_new_inputs,
+)
 from sharestate.job.side_by_side import run_side_by_side
 from sharestate.kafka.records import parse_kafka_version
-from sharestate.kafka.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from sharestate.replay.combiner import LATEST
 
 log = logging.getLogger("sharestate")
@@ -108,18 +101,6 @@ def why_not_incremental(config: JobConfig, checkpoint: Checkpoint | None) -> str
     return None
 
 
-def _input_format(path: str, input_format: str, spark: SparkSession | None) -> str:
-    if path.startswith("kafka://"):
-        return "kafka"
-    if input_format != "auto":
-        return input_format
-    if spark is not None:
-        return detect_format(spark, path)
-    if not is_local(path):  # without a session: only a local export is listed
-        return "untracked"
-    return "delta" if os.path.isdir(os.path.join(local_path(path), "_delta_log")) else "parquet"
-
-
 def export_listings(config: JobConfig, spark: SparkSession | None = None) -> dict[str, ExportFiles]:
     """What each export (and the --end-offsets table) holds now. Without `spark` only local
     ones can be listed; the others come out untracked (so: maybe changed)."""
@@ -129,7 +110,7 @@ def export_listings(config: JobConfig, spark: SparkSession | None = None) -> dic
     if config.end_offsets:
         paths[END_OFFSETS] = config.end_offsets
     return {
-        name: list_export(path, _input_format(path, config.input_format, spark), spark)
+        name: list_export(path, input_format(path, config.input_format, spark), spark)
         for name, path in paths.items()
     }
 
@@ -157,167 +138,6 @@ def restore_unfinished(store: TableStore, checkpoint: Checkpoint) -> None:
             store.restore(name, version)
 
 
-@dataclass(frozen=True)
-class NewInputs:
-    """What arrived in each export since the checkpoint, decoded."""
-
-    share_state: Arrivals
-    state_decoded: spark_decode.Decoded
-    consumer_offsets: Arrivals | None = None
-    groups_decoded: spark_decode.Decoded | None = None
-
-    def arrivals(self) -> dict[str, Arrivals]:
-        out = {SHARE_STATE: self.share_state}
-        if self.consumer_offsets is not None:
-            out[CONSUMER_OFFSETS] = self.consumer_offsets
-        return out
-
-    def quarantine(self) -> DataFrame:
-        quarantine = self.state_decoded.quarantine
-        if self.groups_decoded is not None:
-            quarantine = quarantine.unionByName(self.groups_decoded.quarantine)
-        return quarantine
-
-
-def _stored_positions(store: TableStore, source: str) -> DataFrame:
-    """(partition, offset) of the rows of `source` the tables hold."""
-    records = store.read("share_group_records", small=False)
-    quarantined = store.read("quarantine", small=False).filter(F.col("source") == source)
-    positions = [
-        df.select(
-            F.col("source_partition").alias("partition"), F.col("source_offset").alias("offset")
-        )
-        for df in (records, quarantined)
-    ]
-    return positions[0].unionByName(positions[1])
-
-
-@dataclass(frozen=True)
-class Delivered:
-    """What the inputs' streams delivered since the checkpoint (`arrive`)."""
-
-    #: source -> the rows its stream delivered that the tables do not hold (None: none).
-    rows: dict[str, DataFrame | None]
-    #: The streams, with the batches delivered counted as applied (for the next
-    #: checkpoint, written once they are).
-    streams: Streams
-    #: The sources whose stream started again (an export's path changed): read whole.
-    read_whole: frozenset[str]
-    #: source -> the export's format (parquet, delta, kafka).
-    formats: dict[str, str]
-    #: source -> the folders of the batches its rows are read from.
-    folders: dict[str, tuple[str, ...]] = field(default_factory=dict)
-
-    def nothing(self) -> bool:
-        return all(rows is None for rows in self.rows.values())
-
-
-def stream_inputs(config: JobConfig, spark: SparkSession) -> list[StreamInput]:
-    """The inputs a run follows with a stream each (`sharestate.io.streams`)."""
-    inputs = [(SHARE_STATE, config.share_state, "--share-state", SHARE_STATE_TOPIC)]
-    if config.consumer_offsets:
-        inputs.append(
-            (
-                CONSUMER_OFFSETS,
-                config.consumer_offsets,
-                "--consumer-offsets",
-                CONSUMER_OFFSETS_TOPIC,
-            )
-        )
-    return [
-        StreamInput(
-            source=source,
-            path=path,
-            format=_input_format(path, config.input_format, spark),
-            what=what,
-            topic=topic,
-            kafka_timeout_seconds=config.kafka_timeout_seconds,
-        )
-        for source, path, what, topic in inputs
-    ]
-
-
-def arrive(config: JobConfig, store: TableStore, checkpoint: Checkpoint) -> Delivered:
-    """Run each input's stream (AvailableNow) and take what it delivered; an export that
-    changed rather than grew raises `FullRunNeeded` (a full run reads it as it is)."""
-    inputs = stream_inputs(config, store.spark)
-    if checkpoint.streams is None:
-        raise FullRunNeeded("the last run did not start the inputs' streams")
-    streams = checkpoint.streams.at(store.output).for_inputs(inputs)
-    # A new generation starts every input's stream again.
-    again = streams.generation != checkpoint.streams.generation
-    read_whole = frozenset(i.source for i in inputs) if again else frozenset()
-    started = time.monotonic()
-    try:
-        arrived = streams_io.arrive(store.spark, streams, inputs, together=run_side_by_side)
-    except streams_io.ExportChanged as changed:
-        raise FullRunNeeded(changed.reason) from None
-    log.info("ran the inputs' streams in %.1f s", time.monotonic() - started)
-    applied = {source: a.last_batch for source, a in arrived.items()}
-    return Delivered(
-        {source: a.rows for source, a in arrived.items()},
-        streams.with_applied(applied),
-        read_whole,
-        {i.source: i.format for i in inputs},
-        {source: a.folders for source, a in arrived.items()},
-    )
-
-
-def read_new_inputs(
-    config: JobConfig,
-    store: TableStore,
-    checkpoint: Checkpoint,
-    stored_findings: DataFrame,
-    cache: CacheScope,
-    delivered: Delivered,
-) -> NewInputs:
-    """Place what each input's stream delivered against the checkpoint, and decode it."""
-    spark = store.spark
-
-    def place(
-        source: str,
-        path: str,
-        gaps: DataFrame | None = None,
-        stored_positions: Callable[[], DataFrame] | None = None,
-    ) -> Arrivals:
-        return place_arrivals(
-            spark,
-            source=source,
-            rows=delivered.rows.get(source),
-            fmt=delivered.formats[source],
-            path=path,
-            read_whole=source in delivered.read_whole,
-            checkpoint=checkpoint,
-            cache=cache,
-            gaps=gaps,
-            stored_positions=stored_positions,
-        )
-
-    state = place(
-        SHARE_STATE,
-        config.share_state,
-        gaps=cache.keep(known_gaps(stored_findings), StorageLevel.MEMORY_AND_DISK),
-    )
-    state_decoded = spark_decode.decode_share_state(state.deduplicated(), config.kafka_version)
-    _keep_decoded(state_decoded, cache)
-    if not config.consumer_offsets:
-        return NewInputs(state, state_decoded)
-    offsets = place(
-        CONSUMER_OFFSETS,
-        config.consumer_offsets,
-        stored_positions=lambda: _stored_positions(store, CONSUMER_OFFSETS),
-    )
-    groups = spark_decode.decode_consumer_offsets(offsets.deduplicated(), config.kafka_version)
-    _keep_decoded(groups, cache)
-    return NewInputs(state, state_decoded, offsets, groups)
-
-
-def _keep_decoded(decoded: spark_decode.Decoded, cache: CacheScope) -> None:
-    # An increment's rows are few and every table reads them: decode them once.
-    cache.keep(decoded.all_rows, StorageLevel.MEMORY_AND_DISK)
-    cache.hold(decoded.tee)
-
-
 #: An increment with more rows to apply than this (new and backfilled, of every input) runs
 #: as a full run: an increment's steps bring the touched share-partitions' new rows to the
 #: driver (docs/incremental.md), which suits a scheduled run's few thousand rows, not a
@@ -326,14 +146,6 @@ LARGE_INCREMENT_ROWS: Final = 250_000
 #: Below this many rows to apply an increment runs as one, however small the tables are: it
 #: costs seconds, and a full run would cost no less.
 SMALL_INCREMENT_ROWS: Final = 20_000
-
-
-class FullRunNeeded(Exception):
-    """What an incremental run found calls for a full run instead (`reason`)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class IncrementTooLarge(FullRunNeeded):
@@ -476,14 +288,21 @@ def _apply(
     started = time.monotonic()
     tables = delivered_tables(store, delivered)
     if tables is not None:
-        new, increment = _read_and_replay_on_driver(
-            config, store, checkpoint, cache, written, delivered, tables
-        )
+        new, rows = read_on_driver(config, store, checkpoint, delivered, tables)
+        _refuse_large(new, checkpoint)
+        increment = _increment(config, store, cache, written, new, rows)
+        replay_new_rows(increment)
         log.info(
             "read and replayed the new rows on the driver in %.1f s", time.monotonic() - started
         )
     else:
-        new, increment = _read_and_replay(config, store, checkpoint, cache, written, delivered)
+        stored_findings = cache.keep(store.read("findings"), StorageLevel.MEMORY_AND_DISK)
+        new = read_new_inputs(config, store, checkpoint, stored_findings, cache, delivered)
+        log.info("read the new rows in %.1f s", time.monotonic() - started)
+        _refuse_large(new, checkpoint)
+        increment = _increment(config, store, cache, written, new)
+        split_keys(increment)
+        replay_increment(increment)
         log.info("replayed the touched share-partitions in %.1f s", time.monotonic() - started)
     quarantine = increment.quarantine = increment.keep(new.quarantine())
 
@@ -510,7 +329,7 @@ def _apply(
                     backfilled=(
                         increment.on_driver.backfilled
                         if increment.on_driver is not None
-                        else _backfilled(new)
+                        else backfilled_positions(new)
                     ),
                 ),
             ]
@@ -533,21 +352,18 @@ def _apply(
     return IncrementalRun(new, increment, audits, listings, delivered.streams, counted)
 
 
-def _read_and_replay(
+def _increment(
     config: JobConfig,
     store: TableStore,
-    checkpoint: Checkpoint,
     cache: CacheScope,
     written: list[str],
-    delivered: Delivered,
-) -> tuple[NewInputs, Increment]:
-    """The new rows placed, decoded and replayed by Spark's distributed steps."""
-    started = time.monotonic()
-    stored_findings = cache.keep(store.read("findings"), StorageLevel.MEMORY_AND_DISK)
-    new = read_new_inputs(config, store, checkpoint, stored_findings, cache, delivered)
-    log.info("read the new rows in %.1f s", time.monotonic() - started)
-    _refuse_large(new, checkpoint)
-    increment = Increment(
+    new: NewInputs,
+    on_driver: DriverRows | None = None,
+) -> Increment:
+    """The increment of `new` (on the driver: `on_driver`, its rows as Arrow), before the
+    replay."""
+    stored_state = store.read("share_partition_state")
+    return Increment(
         store=store,
         cache=cache,
         kafka=parse_kafka_version(config.kafka_version) or LATEST,
@@ -555,82 +371,14 @@ def _read_and_replay(
         records=new.state_decoded.records,
         backfill_positions=new.share_state.backfill_positions,
         backfilled_rows=new.share_state.backfill,
-        stored_state=cache.keep(store.read("share_partition_state"), StorageLevel.MEMORY_AND_DISK),
+        # On the driver the state is read as Arrow; kept, it would cost a job.
+        stored_state=stored_state
+        if on_driver is not None
+        else cache.keep(stored_state, StorageLevel.MEMORY_AND_DISK),
         group_records=new.groups_decoded.records if new.groups_decoded is not None else None,
         written=written,
+        on_driver=on_driver,
     )
-    split_keys(increment)
-    replay_increment(increment)
-    return new, increment
-
-
-def _read_and_replay_on_driver(
-    config: JobConfig,
-    store: TableStore,
-    checkpoint: Checkpoint,
-    cache: CacheScope,
-    written: list[str],
-    delivered: Delivered,
-    tables: dict[str, pa.Table | None],
-) -> tuple[NewInputs, Increment]:
-    """The new rows (`tables`, `delivered_tables`) placed, decoded and replayed on the
-    driver (`sharestate.job.driver_increment`)."""
-    spark = store.spark
-    gaps = known_gaps_arrow(store.read_arrow("findings"))
-    read = read_on_driver(config, store, checkpoint, tables, gaps, delivered.read_whole)
-    paths = {SHARE_STATE: config.share_state, CONSUMER_OFFSETS: config.consumer_offsets or ""}
-    arrivals = {
-        source: each.placed.arrivals(
-            spark, delivered.formats[source], paths[source], source not in delivered.read_whole
-        )
-        for source, each in read.items()
-    }
-    groups = read.get(CONSUMER_OFFSETS)
-    new = NewInputs(
-        arrivals[SHARE_STATE],
-        read[SHARE_STATE].spark_decoded(spark),
-        arrivals.get(CONSUMER_OFFSETS),
-        groups.spark_decoded(spark) if groups is not None else None,
-    )
-    _refuse_large(new, checkpoint)
-    records = read[SHARE_STATE].decoded.records
-    quarantined = [each.decoded.quarantine for each in read.values()]
-    quarantine = pa.concat_tables([q.cast(quarantined[0].schema) for q in quarantined])
-    group_records = groups.decoded.records if groups is not None else None
-    increment = Increment(
-        store=store,
-        cache=cache,
-        kafka=parse_kafka_version(config.kafka_version) or LATEST,
-        delivery_count_limit=config.delivery_count_limit,
-        records=new.state_decoded.records,
-        backfill_positions=new.share_state.backfill_positions,
-        backfilled_rows=new.share_state.backfill,
-        stored_state=store.read("share_partition_state"),
-        group_records=new.groups_decoded.records if new.groups_decoded is not None else None,
-        written=written,
-        on_driver=DriverRows(records, group_records, quarantine, _backfilled_arrow(read)),
-    )
-    split_keys_on_driver(increment, records, read[SHARE_STATE].placed.backfill_positions)
-    stored_state = store.read_arrow("share_partition_state") if store.local else None
-    if stored_state is not None:
-        touched_state = with_keys(stored_state, increment.touched_keys, KEY)
-    else:
-        touched_state = store.read_arrow_matching(
-            "share_partition_state", increment.touched_keys, KEY
-        )
-    replay_on_driver(increment, touched_state)
-    if stored_state is not None and stored_state.num_rows <= SMALL_TABLE_ROWS:
-        # The whole state after the run, on the driver already: the audits read it there.
-        state = pa.concat_tables(
-            [without_keys(stored_state, increment.touched_keys, KEY), increment.new_state_rows()]
-        )
-        increment.computed("state", state)
-        increment.state = arrow_frame(spark, state)
-    increment.computed("records", records.select(list(RECORD_COLUMNS)))
-    increment.computed(
-        "share_state_positions", exported_positions_arrow(records, quarantine, SHARE_STATE)
-    )
-    return new, increment
 
 
 def _write_records_and_state(increment: Increment, quarantine: DataFrame) -> None:
@@ -655,41 +403,6 @@ def _write_records_and_state(increment: Increment, quarantine: DataFrame) -> Non
         increment, "quarantine", quarantine, on_driver.quarantine if on_driver is not None else None
     )
     write_state(increment)
-
-
-def _backfilled(new: NewInputs) -> DataFrame:
-    """source, source_partition, source_offset of the rows that arrived below the
-    checkpoint."""
-    frames = [
-        arrived.backfill_positions.select(
-            F.lit(source).alias("source"),
-            F.col("partition").alias("source_partition"),
-            F.col("offset").alias("source_offset"),
-        )
-        for source, arrived in new.arrivals().items()
-    ]
-    out = frames[0]
-    for more in frames[1:]:
-        out = out.unionByName(more)
-    return out
-
-
-def _backfilled_arrow(read: dict[str, ReadOnDriver]) -> pa.Table:
-    """`_backfilled` of the rows read on the driver."""
-    return pa.concat_tables(
-        [
-            pa.table(
-                {
-                    "source": pa.array(
-                        [source] * each.placed.backfill_positions.num_rows, pa.string()
-                    ),
-                    "source_partition": each.placed.backfill_positions.column("partition"),
-                    "source_offset": each.placed.backfill_positions.column("offset"),
-                }
-            )
-            for source, each in read.items()
-        ]
-    )
 
 
 def _append(

@@ -46,16 +46,14 @@ from sharestate.job.config import JobConfig
 from sharestate.job.extents import arrow_extents, full_run_extents, position_extents_of
 from sharestate.job.increment import Increment
 from sharestate.job.incremental import (
-    FullRunNeeded,
     IncrementalRun,
-    NewInputs,
     NothingArrived,
     export_listings,
     run_incremental,
     run_options,
-    stream_inputs,
     why_not_incremental,
 )
+from sharestate.job.new_rows import FullRunNeeded, NewInputs, stream_inputs
 from sharestate.job.output_tables import PER_RECORD_WRITTEN_FIRST, OutputTables
 from sharestate.job.pipeline import (
     Inputs,

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from sharestate.audits.findings import PER_SHARE_PARTITION_RULES, FindingRule
 from sharestate.io import store as store_module
 from sharestate.io.lock import OutputLockedError, output_lock
-from sharestate.job import cli
+from sharestate.job import cli, driver_increment
 from sharestate.job import increment as increment_module
 from sharestate.job import incremental as incremental_module
 from sharestate.job.config import JobConfig
@@ -286,6 +286,7 @@ def test_a_share_partition_on_two_state_topic_partitions_is_replayed_again(
     _write(export / "s", "moved.parquet", moved[half:])
     _take_steps(monkeypatch, steps)
     name = "split_keys" if steps == "spark" else "split_keys_on_driver"
+    caller = incremental_module if steps == "spark" else driver_increment
     split = getattr(increment_module, name)
     again: list[int] = []
 
@@ -293,7 +294,7 @@ def test_a_share_partition_on_two_state_topic_partitions_is_replayed_again(
         split(increment, *args)
         again.append(increment.again_count)
 
-    monkeypatch.setattr(incremental_module, name, counted)
+    monkeypatch.setattr(caller, name, counted)
     assert _run(spark, export, output, "incremental")["mode"] == "incremental"
     assert again == [1]
     _run(spark, export, tmp_path / "full", "full")
