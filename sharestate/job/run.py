@@ -67,16 +67,14 @@ from sharestate.job.session import job_settings
 from sharestate.job.side_by_side import run_side_by_side
 from sharestate.job.small_run import audit_small_run, audits_on_driver
 from sharestate.job.summary import (
-    NewRowCounts,
-    count_new_rows,
     engine_summary,
     format_summary,
-    incremental_summary,
     running_totals,
     summarize,
     summary_table,
     write_summary_file,
 )
+from sharestate.job.summary_incremental import NewRowCounts, count_new_rows, incremental_summary
 from sharestate.jvm import EngineInUse, engine_in_use
 
 log = logging.getLogger("sharestate")

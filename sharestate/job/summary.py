@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlparse
 
@@ -50,12 +49,12 @@ def summarize(results: Results, on_driver: Mapping[str, pa.Table] | None = None)
             lambda: (
                 summary_arrow.pair_counts(rows["quarantine"], "source", "reason_kind")
                 if "quarantine" in rows
-                else _counts_by_pair(results.quarantine, "source", "reason_kind")
+                else count_by_pair(results.quarantine, "source", "reason_kind")
             ),
             lambda: (
                 summary_arrow.pair_counts(rows["share_state_records"], "record_type", "layout")
                 if "share_state_records" in rows
-                else _counts_by_pair(results.share_state_records, "record_type", "layout")
+                else count_by_pair(results.share_state_records, "record_type", "layout")
             ),
             lambda: (
                 summary_arrow.record_keys(rows["share_state_records"])
@@ -72,12 +71,12 @@ def summarize(results: Results, on_driver: Mapping[str, pa.Table] | None = None)
         ],
         at_most=SUMMARY_COUNTERS,
     )
-    quarantine_by_source = _totals(quarantine_pairs, 0)
+    quarantine_by_source = pair_totals(quarantine_pairs, 0)
     summary: dict[str, Any] = {
         "inputs": _input_counts(results, record_pairs, quarantine_by_source, group_counts),
         "share_state_records": {
-            "by_record_type": _totals(record_pairs, 0),
-            "by_layout": _totals(record_pairs, 1),
+            "by_record_type": pair_totals(record_pairs, 0),
+            "by_layout": pair_totals(record_pairs, 1),
             **record_keys,
         },
         "share_partition_state": state,
@@ -88,26 +87,26 @@ def summarize(results: Results, on_driver: Mapping[str, pa.Table] | None = None)
         }
     summary["quarantine"] = {
         "rows": sum(quarantine_by_source.values()),
-        "by_reason_kind": _totals(quarantine_pairs, 1),
+        "by_reason_kind": pair_totals(quarantine_pairs, 1),
     }
     summary.update(audits)
     return summary
 
 
-def _count_by(df: DataFrame, column: str) -> dict[str, int]:
+def count_by_value(df: DataFrame, column: str) -> dict[str, int]:
     return {
         str(row[column]): int(row["count"])
         for row in df.groupBy(column).count().orderBy(column).collect()
     }
 
 
-def _counts_by_pair(df: DataFrame, first: str, second: str) -> list[_Pair]:
+def count_by_pair(df: DataFrame, first: str, second: str) -> list[_Pair]:
     """Rows per (first, second) value pair: one Spark job for two breakdowns."""
     rows = df.groupBy(first, second).count().collect()
     return [(row[first], row[second], int(row["count"])) for row in rows]
 
 
-def _totals(pairs: list[_Pair], index: int) -> dict[str, int]:
+def pair_totals(pairs: list[_Pair], index: int) -> dict[str, int]:
     out: dict[str, int] = {}
     for pair in pairs:
         if pair[index] is not None:
@@ -178,7 +177,7 @@ def _group_counts(
 
 
 def _group_record_counts(groups: DataFrame) -> dict[str, Any]:
-    by_record_type = _count_by(groups, "record_type")
+    by_record_type = count_by_value(groups, "record_type")
     return {
         "rows": sum(by_record_type.values()),
         "by_record_type": by_record_type,
@@ -206,28 +205,28 @@ def _audit_summary(results: Results, on_driver: Mapping[str, pa.Table]) -> dict[
             "findings",
             "findings",
             lambda: results.findings,
-            _finding_counts,
+            spark_finding_counts,
             summary_arrow.finding_counts,
         ),
         (
             "pruning_cutoff",
             "pruning_cutoff",
             lambda: results.pruning_cutoff,
-            _pruning_counts,
+            spark_pruning_counts,
             summary_arrow.pruning_counts,
         ),
         (
             "share_groups",
             "share_groups",
             lambda: results.share_groups,
-            _share_group_counts,
+            spark_share_group_counts,
             summary_arrow.share_group_counts,
         ),
         (
             "lag",
             "share_partition_lag",
             lambda: results.share_partition_lag,
-            _lag_counts,
+            spark_lag_counts,
             summary_arrow.lag_counts,
         ),
     ]
@@ -272,7 +271,7 @@ def _ranges_counts(by_reason: dict[str, tuple[int, int]]) -> dict[str, Any]:
     }
 
 
-def _finding_counts(findings: DataFrame) -> dict[str, Any]:
+def spark_finding_counts(findings: DataFrame) -> dict[str, Any]:
     by_code: dict[str, dict[str, int]] = {}
     by_severity = dict.fromkeys(SEVERITIES, 0)
     for row in findings.groupBy("severity", "code").count().collect():
@@ -284,7 +283,7 @@ def _finding_counts(findings: DataFrame) -> dict[str, Any]:
     }
 
 
-def _pruning_counts(pruning_cutoff: DataFrame) -> dict[str, int] | None:
+def spark_pruning_counts(pruning_cutoff: DataFrame) -> dict[str, int] | None:
     pruning = pruning_cutoff.agg(
         F.count(F.lit(1)).alias("partitions"),
         F.count(F.when(F.col("prunable"), 1)).alias("prunable"),
@@ -299,7 +298,7 @@ def _pruning_counts(pruning_cutoff: DataFrame) -> dict[str, int] | None:
     }
 
 
-def _share_group_counts(share_groups: DataFrame) -> dict[str, int] | None:
+def spark_share_group_counts(share_groups: DataFrame) -> dict[str, int] | None:
     groups = share_groups.agg(
         F.count(F.lit(1)).alias("groups"),
         F.count(F.when(F.col("deleted"), 1)).alias("deleted"),
@@ -314,7 +313,7 @@ def _share_group_counts(share_groups: DataFrame) -> dict[str, int] | None:
     }
 
 
-def _lag_counts(lag_table: DataFrame) -> dict[str, int] | None:
+def spark_lag_counts(lag_table: DataFrame) -> dict[str, int] | None:
     lag = lag_table.agg(
         F.count(F.lit(1)).alias("share_partitions"),
         F.count("lag").alias("with_lag"),
@@ -417,7 +416,7 @@ def write_summary_file(output: str, summary: dict[str, Any]) -> None:
 # --- incremental runs: this run's counts, and the running totals the checkpoint carries -------
 
 
-def _added(before: dict[str, int], more: dict[str, int]) -> dict[str, int]:
+def added_counts(before: dict[str, int], more: dict[str, int]) -> dict[str, int]:
     out = dict(before)
     for key, value in more.items():
         out[key] = out.get(key, 0) + value
@@ -446,7 +445,7 @@ def running_totals(
         },
         "quarantine": {"by_reason_kind": summary["quarantine"]["by_reason_kind"]},
         "ranges": _range_totals(summary),
-        "quarantine_kinds": _kinds(quarantine_kinds),
+        "quarantine_kinds": quarantine_kind_rows(quarantine_kinds),
         "consumer_offsets_end": _latest(group_records),
     }
     if "share_group_records" in summary:
@@ -464,7 +463,7 @@ def _range_totals(summary: dict[str, Any]) -> dict[str, list[int]]:
     return out
 
 
-def _kinds(quarantine_kinds: DataFrame | pa.Table) -> list[list[Any]]:
+def quarantine_kind_rows(quarantine_kinds: DataFrame | pa.Table) -> list[list[Any]]:
     kinds = (
         quarantine_kinds.to_pylist()
         if isinstance(quarantine_kinds, pa.Table)
@@ -498,7 +497,7 @@ def _latest(group_records: DataFrame | pa.Table | None) -> str | None:
     return end.isoformat() if end is not None else None
 
 
-def _ranges_summary(ranges: dict[str, list[int]]) -> dict[str, Any]:
+def ranges_summary(ranges: dict[str, list[int]]) -> dict[str, Any]:
     poison = ranges.get(REASON_DELIVERY_LIMIT, [0, 0])
     archived = {r: v for r, v in ranges.items() if r != REASON_DELIVERY_LIMIT and v[0]}
     return {
@@ -509,213 +508,5 @@ def _ranges_summary(ranges: dict[str, list[int]]) -> dict[str, Any]:
             "by_reason": {
                 r: {"ranges": v[0], "offsets": v[1]} for r, v in sorted(archived.items())
             },
-        },
-    }
-
-
-@dataclass(frozen=True)
-class NewRowCounts:
-    """An incremental run's counts that need only its new rows and the state after the
-    replay (`count_new_rows`): the run can count them beside its table steps."""
-
-    #: Per input: this run's counts; the running totals with them.
-    inputs: dict[str, Any]
-    run_totals: dict[str, Any]
-    #: The new records by record type (and layout).
-    record_types: dict[str, dict[str, int]]
-    #: The state's share-partitions, groups and deleted share-partitions (`_state_keys`).
-    state_keys: Mapping[str, Any] | None
-
-
-def count_new_rows(
-    *,
-    arrivals: dict[str, Any],
-    decoded: dict[str, tuple[DataFrame | pa.Table, DataFrame | pa.Table]],
-    state: DataFrame | pa.Table,
-    previous: dict[str, Any],
-) -> NewRowCounts:
-    """The counts of an incremental run's summary that need only its new rows and the whole
-    state. `arrivals`: input -> `Arrivals`; `decoded`: input -> (records, quarantine),
-    each a DataFrame (counted by Spark) or on the driver (Arrow)."""
-    (inputs, run_totals, record_types), keys = run_side_by_side(
-        [lambda: _incremental_inputs(arrivals, decoded, previous), lambda: _state_keys(state)]
-    )
-    return NewRowCounts(inputs, run_totals, record_types, keys)
-
-
-def incremental_summary(
-    *,
-    new_rows: NewRowCounts,
-    quarantine_kinds: DataFrame | pa.Table,
-    range_changes: dict[str, tuple[int, int]],
-    findings: DataFrame | pa.Table,
-    pruning_cutoff: DataFrame | pa.Table,
-    share_groups: DataFrame | pa.Table | None,
-    share_partition_lag: DataFrame | None,
-    previous: dict[str, Any],
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """An incremental run's summary, in the shape of a full run's: its inputs are this
-    run's rows (and how many were already processed or backfilled: `new_rows`); the
-    tables' counts are the whole output's, from the `previous` running totals plus this
-    run's, or from the state-sized tables themselves. Returns the summary and the new
-    running totals."""
-    # Each count is a small Spark job: they run side by side.
-    kinds, finding_counts, pruning, groups, lag = run_side_by_side(
-        [
-            lambda: _kinds(quarantine_kinds),
-            lambda: (
-                summary_arrow.finding_counts(findings)
-                if isinstance(findings, pa.Table)
-                else _finding_counts(findings)
-            ),
-            lambda: (
-                summary_arrow.pruning_counts(pruning_cutoff)
-                if isinstance(pruning_cutoff, pa.Table)
-                else _pruning_counts(pruning_cutoff)
-            ),
-            lambda: (
-                summary_arrow.share_group_counts(share_groups)
-                if isinstance(share_groups, pa.Table)
-                else _share_group_counts(share_groups)
-                if share_groups is not None
-                else None
-            ),
-            lambda: _lag_counts(share_partition_lag) if share_partition_lag is not None else None,
-        ]
-    )
-    inputs, run_totals, record_types = new_rows.inputs, new_rows.run_totals, new_rows.record_types
-    keys = new_rows.state_keys
-    by_kind: dict[str, int] = {}
-    for kind in kinds:
-        by_kind[str(kind[1])] = by_kind.get(str(kind[1]), 0) + int(kind[2])
-    summary = _replay_counts(keys, record_types, previous)
-    summary = {"inputs": inputs, **summary}
-    if "groups" in record_types and groups is not None:
-        before = previous.get("share_group_records", {}).get("by_record_type", {})
-        summary["share_group_records"] = {
-            "by_record_type": _added(before, record_types["groups"]),
-            "share_groups": groups["groups"],
-        }
-    summary["quarantine"] = {
-        "rows": sum(by_kind.values()),
-        "by_reason_kind": dict(sorted(by_kind.items())),
-    }
-    ranges = {r: list(v) for r, v in (previous.get("ranges") or {}).items()}
-    for reason, (count, offsets) in range_changes.items():
-        before_range = ranges.get(reason, [0, 0])
-        ranges[reason] = [before_range[0] + count, before_range[1] + offsets]
-    summary.update(_ranges_summary(ranges))
-    summary["findings"] = finding_counts
-    if pruning is not None:
-        summary["pruning_cutoff"] = pruning
-    if groups is not None:
-        summary["share_groups"] = groups
-    if lag is not None:
-        summary["lag"] = lag
-    totals: dict[str, Any] = {
-        "inputs": run_totals,
-        "share_state_records": {
-            "by_record_type": summary["share_state_records"]["by_record_type"],
-            "by_layout": summary["share_state_records"]["by_layout"],
-        },
-        "quarantine": {"by_reason_kind": summary["quarantine"]["by_reason_kind"]},
-        "ranges": ranges,
-        "quarantine_kinds": kinds,
-    }
-    if "share_group_records" in summary:
-        totals["share_group_records"] = {
-            "by_record_type": summary["share_group_records"]["by_record_type"]
-        }
-    return summary, totals
-
-
-def _incremental_inputs(
-    arrivals: dict[str, Any],
-    decoded: dict[str, tuple[DataFrame | pa.Table, DataFrame | pa.Table]],
-    previous: dict[str, Any],
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, int]]]:
-    """Per input: this run's counts, the running totals with them, and the new records'
-    counts by record type (and layout)."""
-    inputs: dict[str, Any] = {}
-    run_totals: dict[str, Any] = {}
-    record_types: dict[str, dict[str, int]] = {}
-    for source, arrived in arrivals.items():
-        records, quarantined = decoded[source]
-        quarantine_count = (
-            quarantined.num_rows if isinstance(quarantined, pa.Table) else quarantined.count()
-        )
-        if source == "share_state":
-            pairs = (
-                summary_arrow.pair_counts(records, "record_type", "layout")
-                if isinstance(records, pa.Table)
-                else _counts_by_pair(records, "record_type", "layout")
-            )
-            record_types["by_record_type"] = _totals(pairs, 0)
-            record_types["by_layout"] = _totals(pairs, 1)
-            decoded_count = sum(count for _, _, count in pairs)
-        else:
-            record_types["groups"] = (
-                summary_arrow.counts_by(records, "record_type")
-                if isinstance(records, pa.Table)
-                else _count_by(records, "record_type")
-            )
-            decoded_count = sum(record_types["groups"].values())
-        counts = arrived.counts
-        inputs[source] = {
-            "path": arrived.path,
-            "format": arrived.format,
-            "rows_read": counts.read,
-            "duplicates_dropped": counts.duplicates,
-            "decoded": decoded_count,
-            "quarantined": quarantine_count,
-            "reconciled": counts.read == counts.duplicates + decoded_count + quarantine_count,
-            "already_processed": arrived.processed,
-            "backfilled": arrived.backfill,
-            "export_read_whole": not arrived.tracked,
-        }
-        before = previous.get("inputs", {}).get(source, {})
-        run_totals[source] = {
-            key: int(before.get(key, 0)) + int(inputs[source][key])
-            for key in ("rows_read", "duplicates_dropped", "decoded", "quarantined")
-        }
-    if "consumer_offsets" not in arrivals:
-        inputs["consumer_offsets"] = {
-            "skipped": "no --consumer-offsets given: group-metadata checks are skipped"
-        }
-    return inputs, run_totals, record_types
-
-
-def _state_keys(state: DataFrame | pa.Table) -> Mapping[str, Any] | None:
-    """The state's share-partitions, groups and deleted share-partitions."""
-    if isinstance(state, pa.Table):
-        return summary_arrow.state_keys(state)
-    row = state.agg(
-        F.count(F.lit(1)).alias("keys"),
-        F.countDistinct("group_id").alias("groups"),
-        F.count(F.when(F.col("deleted"), 1)).alias("deleted"),
-    ).first()
-    return row.asDict() if row is not None else None
-
-
-def _replay_counts(
-    keys: Mapping[str, Any] | None,
-    record_types: dict[str, dict[str, int]],
-    previous: dict[str, Any],
-) -> dict[str, Any]:
-    """share_state_records' counts (the running totals plus this run's) and the state's
-    (`keys`: `_state_keys`)."""
-    previous_records = previous.get("share_state_records", {})
-    return {
-        "share_state_records": {
-            "by_record_type": _added(
-                previous_records.get("by_record_type", {}), record_types["by_record_type"]
-            ),
-            "by_layout": _added(previous_records.get("by_layout", {}), record_types["by_layout"]),
-            "share_partitions": int(keys["keys"]) if keys else 0,
-            "groups": int(keys["groups"]) if keys else 0,
-        },
-        "share_partition_state": {
-            "share_partitions": int(keys["keys"]) if keys else 0,
-            "deleted": int(keys["deleted"]) if keys else 0,
         },
     }
