@@ -1,233 +1,264 @@
-"""Audit tables: pure DataFrame -> DataFrame functions over the decoded and replayed tables.
+"""Audit tables: one implementation of each, in Arrow, over the decoded and replayed tables.
 
-Nothing here builds a Spark session, reads or writes storage, or brings rows to the driver:
-every function returns a lazy DataFrame (a few use one-row aggregates cross-joined back, so
-choices such as the state-topic partition count are made inside Spark too). `audit(...)`
-builds them all; one module per table family:
+`audit(...)` builds them all. Each table is computed by pure pyarrow and numpy functions,
+one module per table family:
 
-* `counts`: `delivery_counts`, offsets per (share-partition, delivery state, delivery count)
-  in the final replayed state.
-* `ranges`: `archived_ranges` -> `poison_messages` / `archived_messages`, offset ranges that
-  any decoded record showed as Archived, merged per share-partition into maximal ranges.
-* `segments`: `share_partition_segments`, per share-partition, segment and state-topic
-  partition, the counts and first/last records the per-share-partition audits need;
-  `segments_arrow`, the same (and the placements) in Arrow, for the few thousand
-  share-partitions an incremental run touches, on the driver.
-* `pruning`: `pruning_cutoff`, per `__share_group_state` partition, the offset Kafka's share
-  coordinator would prune the log up to.
-* `groups`: `share_groups`, the share groups of `__consumer_offsets` as the group
+* `counts_arrow`: `delivery_counts`, offsets per (share-partition, delivery state, delivery
+  count) in the final replayed state.
+* `ranges_arrow`: the archived ranges -> `poison_messages` / `archived_messages`, offset
+  ranges that any decoded record showed as Archived, merged per share-partition into
+  maximal ranges.
+* `segments_arrow`: `share_partition_segments` and `share_partition_placements`, per
+  share-partition, segment and state-topic partition, the counts and first/last records
+  the per-share-partition audits need.
+* `pruning_arrow`: `pruning_cutoff`, per `__share_group_state` partition, the offset
+  Kafka's share coordinator would prune the log up to.
+* `groups_arrow`: `share_groups`, the share groups of `__consumer_offsets` as the group
   coordinator holds them.
-* `lag`: `share_partition_lag`, lag per share-partition against a table of end offsets.
-* `start_offsets`: when each start offset last moved (the fold's columns, by a window).
-* `findings`: data-quality problems, one row each, with a severity and an actionable
+* `lag`: `share_partition_lag`, lag per share-partition against a table of end offsets (a
+  Spark join with the --end-offsets table, the one audit over an input only Spark reads).
+* `findings_arrow`: data-quality problems, one row each, with a severity and an actionable
   message: one registered rule per kind of finding (`findings.RULES`).
-* `driver`: every table above in Arrow on the driver, from each one's Arrow twin
-  (`counts_arrow`, `ranges_arrow`, `segments_arrow`, `pruning_arrow`, `groups_arrow`,
-  `findings_arrow`; pure pyarrow and numpy, held equal to the DataFrame versions by the
-  tests): what a small run and an incremental run's touched share-partitions use.
-* `columns`, `options`: the column helpers they share; the run's settings.
 
-Column meanings, and why each rule is what it is: docs/audits.md.
+The inputs that grow with the history (the records, the history, the exported positions)
+are read per key by `sharestate.places.by_key`: on the driver the functions get the whole
+table, in Spark each task gets the rows of whole keys; what they return is small (a row per
+range, segment, state-topic partition or finding), and the rest is computed from it on the
+driver. Column meanings, and why each rule is what it is: docs/audits.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Final
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
-from sharestate.audits.columns import delivery_state_name, kafka_key_hash
-from sharestate.audits.counts import delivery_counts
-from sharestate.audits.findings import (
-    FINDINGS_SCHEMA,
-    RULES,
-    SEVERITIES,
-    FindingCode,
-    FindingInputs,
-    Severity,
-    Source,
-    catalog,
-    findings_table,
-    per_record_findings,
-    wrong_state_partition_findings,
+from sharestate.audits import (
+    counts_arrow,
+    groups_arrow,
+    pruning_arrow,
+    ranges_arrow,
+    segments_arrow,
 )
-from sharestate.audits.findings.records import position_extents, quarantine_kinds
-from sharestate.audits.findings.snapshots import segment_starts
-from sharestate.audits.groups import latest_group_records, share_groups, topic_names
+from sharestate.audits.findings import RULES, FindingRule
+from sharestate.audits.findings.registry import SEVERITIES, Source
+from sharestate.audits.findings_arrow.records import exported_positions, quarantine_kinds
+from sharestate.audits.findings_arrow.rows import concat, empty_findings, run_twin
+from sharestate.audits.gaps_arrow import position_extents
 from sharestate.audits.lag import share_partition_lag
 from sharestate.audits.options import AuditOptions
-from sharestate.audits.pruning import exported_positions, pruning_cutoff
-from sharestate.audits.ranges import (
+from sharestate.audits.ranges_arrow import (
     REASON_BELOW_LIMIT,
     REASON_DELIVERY_LIMIT,
     REASON_NEVER_DELIVERED,
-    archived_intervals,
-    archived_messages,
-    archived_ranges,
-    merge_ranges,
-    poison_messages,
-    stored_ranges,
-)
-from sharestate.audits.segments import (
-    merge_segments,
-    share_partition_placements,
-    share_partition_segments,
 )
 from sharestate.audits.segments_arrow import PLACEMENT_KEY, SEGMENT_KEY
-from sharestate.audits.start_offsets import start_offset_moves
-from sharestate.decode.columns import KEY
+from sharestate.decode.columns import KEY, LOG_ORDER
+from sharestate.places import Frame, Place, Step, arrow_frame, arrow_of, by_key
 from sharestate.replay.fold import SINCE
 
 __all__ = [
-    "FINDINGS_SCHEMA",
+    "HISTORY_COLUMNS",
     "PLACEMENT_KEY",
+    "QUARANTINE_COLUMNS",
     "REASON_BELOW_LIMIT",
     "REASON_DELIVERY_LIMIT",
     "REASON_NEVER_DELIVERED",
-    "RULES",
+    "RECORD_COLUMNS",
     "SEGMENT_KEY",
     "SEVERITIES",
     "AuditOptions",
-    "Audits",
-    "FindingCode",
-    "Settle",
-    "Severity",
-    "Source",
-    "archived_intervals",
-    "archived_messages",
-    "archived_ranges",
+    "AuditTables",
     "audit",
-    "catalog",
-    "delivery_counts",
-    "delivery_state_name",
-    "exported_positions",
-    "kafka_key_hash",
-    "latest_group_records",
-    "merge_ranges",
-    "merge_segments",
-    "poison_messages",
-    "position_extents",
-    "pruning_cutoff",
-    "quarantine_kinds",
-    "share_groups",
-    "share_partition_lag",
-    "share_partition_placements",
-    "share_partition_segments",
-    "start_offset_moves",
-    "stored_ranges",
-    "topic_names",
-    "wrong_state_partition_findings",
 ]
+
+#: The columns of `share_state_records` the audits read.
+RECORD_COLUMNS: Final = (*KEY, *LOG_ORDER, "source_timestamp", "record_type", "state_batches")
+#: The columns of `share_partition_history` the audits read.
+HISTORY_COLUMNS: Final = tuple(dict.fromkeys((*segments_arrow.HISTORY_COLUMNS, "replay_error")))
+#: The columns of `quarantine` the audits read.
+QUARANTINE_COLUMNS: Final = ("source", "reason_kind", *LOG_ORDER)
+
+SHARE_STATE: Final = Source.SHARE_STATE.value
+CONSUMER_OFFSETS: Final = Source.CONSUMER_OFFSETS.value
 
 
 @dataclass(frozen=True)
-class Audits:
-    """The audit tables. `poison_messages` and `archived_messages` are two filters of
-    `archived_ranges` (which `audit` settles, so the batches are exploded and merged once)."""
+class AuditTables:
+    """The audit tables in Arrow, and what the run summary and the checkpoint read
+    besides: the quarantine's kinds."""
 
-    delivery_counts: DataFrame
-    archived_ranges: DataFrame
-    poison_messages: DataFrame
-    archived_messages: DataFrame
-    segments: DataFrame
-    #: `share_partition_placements` of the segments (kept for incremental runs).
-    placements: DataFrame
-    pruning_cutoff: DataFrame
-    findings: DataFrame
-    share_groups: DataFrame | None = None
-    share_partition_lag: DataFrame | None = None
-    #: What the finding rules read (for their Arrow twins, `findings_arrow`).
-    finding_inputs: FindingInputs | None = None
+    delivery_counts: pa.Table
+    poison_messages: pa.Table
+    archived_messages: pa.Table
+    segments: pa.Table
+    placements: pa.Table
+    pruning_cutoff: pa.Table
+    findings: pa.Table
+    share_groups: pa.Table | None
+    share_partition_lag: pa.Table | None
+    quarantine_kinds: pa.Table
+    #: `position_extents` of the `__consumer_offsets` export (with its group records).
+    consumer_offsets_extents: pa.Table | None
+
+    @property
+    def archived_ranges(self) -> pa.Table:
+        """Both archived-range tables in one (with `reason`)."""
+        poison = self.poison_messages.append_column(
+            "reason", pa.array([REASON_DELIVERY_LIMIT] * self.poison_messages.num_rows)
+        ).select(self.archived_messages.column_names)
+        return pa.concat_tables(
+            [poison.cast(self.archived_messages.schema), self.archived_messages]
+        )
 
 
-#: What `audit` does with results that several tables read, given together when they do
-#: not read each other: (frame, small) pairs -> the frames they read instead (a None frame
-#: stays None).
-Settle = Callable[[Sequence[tuple[DataFrame | None, bool]]], list[DataFrame | None]]
+def _rules_reading(name: str) -> tuple[FindingRule[Any], ...]:
+    return tuple(rule for rule in RULES if name in rule.inputs)
 
 
-def _as_they_are(frames: Sequence[tuple[DataFrame | None, bool]]) -> list[DataFrame | None]:
-    return [frame for frame, _ in frames]
+#: The finding rules over the inputs that grow with the history: run by key with them.
+_HISTORY_RULES: Final = _rules_reading("history")
+_POSITION_RULES: Final = _rules_reading("share_state_positions")
+
+
+def _rule_step(rule: FindingRule[Any], name: str) -> Step:
+    def step(rows: pa.Table) -> pa.Table:
+        found = run_twin(rule, {name: rows})
+        return found if found is not None else empty_findings()
+
+    return step
+
+
+def _finding_steps(rules: tuple[FindingRule[Any], ...], name: str) -> dict[str, Step]:
+    return {f"finding:{rule.name}": _rule_step(rule, name) for rule in rules}
+
+
+def _share_state_positions(records: Frame, quarantine: pa.Table) -> Frame:
+    """The exported positions of `__share_group_state` (`exported_positions`): the records'
+    and the quarantined rows', where the records are (in Spark, a union with the few
+    quarantined rows)."""
+    if isinstance(records, pa.Table):
+        return exported_positions(records, quarantine, SHARE_STATE)
+    quarantined = exported_positions(
+        pa.table({name: pa.array([], pa.int64()) for name in LOG_ORDER}), quarantine, SHARE_STATE
+    )
+    return records.select(*LOG_ORDER).unionByName(arrow_frame(records.sparkSession, quarantined))
 
 
 def _lag(
-    state: DataFrame, end_offsets: DataFrame | None, group_records: DataFrame | None
-) -> DataFrame | None:
-    if end_offsets is None:
-        return None
-    names = topic_names(group_records) if group_records is not None else None
-    return share_partition_lag(state, end_offsets, names)
+    state: Frame, state_rows: pa.Table, end_offsets: DataFrame, group_rows: pa.Table | None
+) -> pa.Table:
+    spark = end_offsets.sparkSession
+    names = (
+        arrow_frame(spark, groups_arrow.topic_names(group_rows)) if group_rows is not None else None
+    )
+    frame = state if isinstance(state, DataFrame) else arrow_frame(spark, state_rows)
+    lag: pa.Table = share_partition_lag(frame, end_offsets, names).toArrow()
+    return lag
 
 
 def audit(
-    records: DataFrame,
-    state: DataFrame,
-    history: DataFrame,
-    quarantine: DataFrame,
+    records: Frame,
+    state: Frame,
+    history: Frame,
+    quarantine: Frame,
     options: AuditOptions | None = None,
     *,
-    group_records: DataFrame | None = None,
+    group_records: Frame | None = None,
     end_offsets: DataFrame | None = None,
-    settle: Settle | None = None,
-) -> Audits:
-    """All audit tables from `share_state_records`, `share_partition_state`,
-    `share_partition_history`, `quarantine`, and optionally `share_group_records` and an end
-    offsets table. (An incremental run keeps them up to date from its new records:
-    `sharestate.job.incremental`.)
-
-    `settle` is given the results that other audit tables read (with `small`: one of a few
-    rows per share-partition or fewer, not one that grows with the history), those that do
-    not read each other together, before the tables that read them are built; those read
-    what it returns: the caller computes each once there (persisted, or brought to the
-    driver), side by side if it likes. By default nothing is settled."""
+    lag: Frame | None = None,
+    place: Place = "driver",
+) -> AuditTables:
+    """Every audit table from `share_state_records` (at least `RECORD_COLUMNS`),
+    `share_partition_state` (as the replay's fold gives it), `share_partition_history` (at
+    least `HISTORY_COLUMNS`), `quarantine` (at least `QUARANTINE_COLUMNS`), the decoded
+    group records with --consumer-offsets, and either the --end-offsets table or the lag
+    computed from it. `place`: where the records and the history are read per key (tables
+    given as Arrow are on the driver already)."""
     options = options or AuditOptions()
-    keep = settle or _as_they_are
-    if SINCE not in state.columns:  # a state straight from `replay`
-        state = state.join(start_offset_moves(history), list(KEY), "left")
-    counts, ranges, segments, groups, lag = keep(
-        [
-            (delivery_counts(state, options.delivery_count_limit), True),
-            (archived_ranges(records, state, options.delivery_count_limit), False),
-            (share_partition_segments(history), False),
-            (share_groups(group_records) if group_records is not None else None, True),
-            (_lag(state, end_offsets, group_records), True),
-        ]
+    limit = options.delivery_count_limit
+    if place == "driver":
+        records, history = arrow_of(records, RECORD_COLUMNS), arrow_of(history, HISTORY_COLUMNS)
+    else:
+        records = records.select(*RECORD_COLUMNS) if isinstance(records, DataFrame) else records
+        history = history.select(*HISTORY_COLUMNS) if isinstance(history, DataFrame) else history
+    state_rows = arrow_of(state)
+    if SINCE not in state_rows.column_names:
+        raise ValueError(f"the state has no {SINCE} column: give it as the replay's fold does")
+    quarantine_rows = arrow_of(quarantine, QUARANTINE_COLUMNS)
+    group_rows = arrow_of(group_records) if group_records is not None else None
+    if lag is None and end_offsets is not None:
+        lag_rows: pa.Table | None = _lag(state, state_rows, end_offsets, group_rows)
+    else:
+        lag_rows = arrow_of(lag) if lag is not None else None
+
+    of_history = by_key(
+        history,
+        KEY,
+        {"segments": segments_arrow.history_segments, **_finding_steps(_HISTORY_RULES, "history")},
+        place,
     )
-    assert counts is not None and ranges is not None and segments is not None
-    (placements,) = keep([(share_partition_placements(segments), True)])
-    assert placements is not None
-    consumer_offsets_extents = None
-    if group_records is not None:
-        consumer_offsets_extents = position_extents(
-            exported_positions(group_records, quarantine, Source.CONSUMER_OFFSETS.value)
+    segments = of_history["segments"]
+    placements = segments_arrow.placements(segments)
+    of_records = by_key(
+        records, KEY, {"ranges": lambda rows: ranges_arrow.merged_intervals(rows, limit)}, place
+    )
+    ranges = ranges_arrow.with_final_state(of_records["ranges"], state_rows)
+    of_positions = by_key(
+        _share_state_positions(records, quarantine_rows),
+        ["source_partition"],
+        {
+            "pruning": lambda rows: pruning_arrow.pruning_cutoff(placements, rows),
+            **_finding_steps(_POSITION_RULES, "share_state_positions"),
+        },
+        place,
+    )
+    found = {**of_history, **of_positions}
+
+    counts = counts_arrow.delivery_counts(state_rows, limit)
+    groups = groups_arrow.share_groups(group_rows) if group_rows is not None else None
+    kinds = quarantine_kinds(quarantine_rows)
+    extents = None
+    if group_rows is not None:
+        extents = position_extents(
+            exported_positions(group_rows, quarantine_rows, CONSUMER_OFFSETS)
         )
-    inputs = FindingInputs(
-        history=history,
-        share_state_positions=exported_positions(records, quarantine, Source.SHARE_STATE.value),
-        quarantine_kinds=quarantine_kinds(quarantine),
-        segment_starts=segment_starts(segments),
+    inputs = {
+        "quarantine_kinds": kinds,
+        "segment_starts": segments_arrow.segment_starts(segments),
+        "delivery_counts": counts,
+        "placements": placements,
+        "state": state_rows,
+        "delivery_count_limit": limit,
+        "stall_span_seconds": options.stall_span_seconds,
+        "state_topic_partitions": options.state_topic_partitions,
+        "consumer_offsets_extents": extents,
+        "group_records": group_rows,
+        "groups": groups,
+        "lag": lag_rows,
+        "backfilled": None,
+    }
+    parts = []
+    for rule in RULES:
+        rows = found.get(f"finding:{rule.name}")
+        if rows is None:
+            rows = run_twin(rule, inputs)
+        if rows is not None:
+            parts.append(rows)
+    poison = pc.equal(ranges.column("reason"), REASON_DELIVERY_LIMIT)
+    return AuditTables(
         delivery_counts=counts,
-        placements=placements,
-        state=state,
-        delivery_count_limit=options.delivery_count_limit,
-        stall_span_seconds=options.stall_span_seconds,
-        state_topic_partitions=options.state_topic_partitions,
-        consumer_offsets_extents=consumer_offsets_extents,
-        group_records=group_records,
-        groups=groups,
-        lag=lag,
-    )
-    return Audits(
-        delivery_counts=counts,
-        archived_ranges=ranges,
-        poison_messages=poison_messages(ranges),
-        archived_messages=archived_messages(ranges),
+        poison_messages=ranges.filter(poison).drop_columns(["reason"]),
+        archived_messages=ranges.filter(pc.invert(poison)),
         segments=segments,
         placements=placements,
-        pruning_cutoff=pruning_cutoff(placements, inputs.share_state_positions),
-        findings=findings_table(inputs, per_record_findings(inputs)),
+        pruning_cutoff=of_positions["pruning"],
+        findings=concat(parts),
         share_groups=groups,
-        share_partition_lag=inputs.lag,
-        finding_inputs=inputs,
+        share_partition_lag=lag_rows,
+        quarantine_kinds=kinds,
+        consumer_offsets_extents=extents,
     )

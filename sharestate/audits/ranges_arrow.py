@@ -213,6 +213,19 @@ def _with_final_state(merged: pa.Table, final: pa.Table) -> pa.Table:
     return table.select(RANGES_SCHEMA.names)
 
 
+def merged_intervals(records: pa.Table, delivery_count_limit: int) -> pa.Table:
+    """The archived intervals of `records` (`share_state_records` rows holding every record
+    of each share-partition they hold) merged per share-partition and reason into maximal
+    ranges, without what the final state says of them (`with_final_state`)."""
+    return _merge(_as_aggregated(reasoned_intervals(records, delivery_count_limit)))
+
+
+def with_final_state(merged: pa.Table, state: pa.Table) -> pa.Table:
+    """`archived_messages`' rows (with `reason`) of the `merged_intervals` ranges: what the
+    final state (`share_partition_state` rows of their share-partitions) says of each."""
+    return _with_final_state(merged, final_state_columns(state))
+
+
 def archived_ranges(
     intervals: pa.Table, final: pa.Table, stored: pa.Table | None = None
 ) -> pa.Table:

@@ -43,6 +43,7 @@ from sharestate.io.tables import (
     without_collations,
     write_delta_on_driver,
 )
+from sharestate.places import arrow_frame as arrow_frame
 
 #: Rows above which a change goes through Spark's writer even for a local output: bringing
 #: them to the driver as Arrow would cost more than Spark's fixed cost per commit.
@@ -95,20 +96,6 @@ class Change:
 
 def _mib(size: int) -> str:
     return f"{size / 2**20:.2f} MiB"
-
-
-def arrow_frame(spark: SparkSession, table: pa.Table) -> DataFrame:
-    """A DataFrame of the Arrow `table` (a local relation: queries over it plan on the
-    driver, and a filter or projection of it runs no Spark job). Its chunks are combined
-    first: PySpark 4.2.0's `createDataFrame` of an Arrow table drops every row after two
-    consecutive empty record batches (batches of 0, 0 and 3 rows gave no row), and
-    concatenated, filtered or partition-read tables have such batches. An empty table is
-    given its schema (Spark Connect cannot infer one from no rows)."""
-    if table.num_rows == 0:
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        return spark.createDataFrame([], from_arrow_schema(table.schema))
-    return spark.createDataFrame(table.combine_chunks())
 
 
 def rows_on_driver(df: DataFrame, limit: int = SMALL_TABLE_ROWS) -> pa.Table | None:

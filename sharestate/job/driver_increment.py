@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from sharestate.arrow_keys import with_keys, without_keys
-from sharestate.audits.driver import RECORD_COLUMNS
+from sharestate.audits import RECORD_COLUMNS
 from sharestate.audits.findings.registry import Source
 from sharestate.audits.findings_arrow.records import exported_positions
 from sharestate.decode import spark as spark_decode

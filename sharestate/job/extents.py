@@ -4,42 +4,22 @@ partition, the first and last exported offset the run processed and how many row
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
-from sharestate.audits import exported_positions, gaps_arrow, position_extents
+from sharestate.audits import AuditTables, gaps_arrow
+from sharestate.audits.findings.records import position_extents
+from sharestate.audits.pruning import exported_positions
 from sharestate.io.checkpoint import Extent
-from sharestate.job.pipeline import Results
 
 
-def full_run_extents(
-    results: Results, on_driver: Mapping[str, pa.Table]
-) -> dict[str, dict[int, Extent]]:
-    """Per input and partition: the exported positions the run processed. Those of
+def full_run_extents(audits: AuditTables) -> dict[str, dict[int, Extent]]:
+    """Per input and partition: the exported positions a full run processed. Those of
     `__share_group_state` are the pruning cut-off's exported counts and offsets (computed
-    from the same positions) when that table came to the driver (`on_driver`), and those of
-    `__consumer_offsets` are found there when its records and the quarantine did."""
-    extents = {}
-    if "pruning_cutoff" in on_driver:
-        extents["share_state"] = _cutoff_extents(on_driver["pruning_cutoff"])
-    else:
-        extents["share_state"] = position_extents_of(
-            results.share_state_records, results.quarantine, "share_state"
-        )
-    if results.share_group_records is not None:
-        if "share_group_records" in on_driver and "quarantine" in on_driver:
-            extents["consumer_offsets"] = arrow_extents(
-                _arrow_positions(
-                    on_driver["share_group_records"], on_driver["quarantine"], "consumer_offsets"
-                )
-            )
-        else:
-            extents["consumer_offsets"] = position_extents_of(
-                results.share_group_records, results.quarantine, "consumer_offsets"
-            )
+    from the same positions), those of `__consumer_offsets` the extents its findings read."""
+    extents = {"share_state": _cutoff_extents(audits.pruning_cutoff)}
+    if audits.consumer_offsets_extents is not None:
+        extents["consumer_offsets"] = _extents(audits.consumer_offsets_extents)
     return extents
 
 
@@ -56,39 +36,24 @@ def _cutoff_extents(pruning: pa.Table) -> dict[int, Extent]:
     }
 
 
-def _arrow_positions(records: pa.Table, quarantine: pa.Table, source: str) -> pa.Table:
-    """`exported_positions` of tables on the driver: the records' positions and those of
-    the quarantined rows of `source` (not of another topic)."""
-    columns = ["source_partition", "source_offset"]
-    kept = pc.and_(
-        pc.equal(quarantine.column("source"), source),
-        pc.not_equal(quarantine.column("reason_kind"), "wrong topic"),
-    )
-    quarantined = quarantine.filter(pc.fill_null(kept, False)).select(columns)
-    return pa.concat_tables(
-        [records.select(columns), quarantined.cast(records.select(columns).schema)]
-    )
-
-
 def position_extents_of(
     records: DataFrame, quarantine: DataFrame, source: str
 ) -> dict[int, Extent]:
     """Per partition of input `source`: the extent of its exported positions among
     `records` and `quarantine`."""
-    extents = position_extents(exported_positions(records, quarantine, source))
-    return {
-        int(row["source_partition"]): Extent(
-            int(row["first_offset"]), int(row["last_offset"]), int(row["rows"])
-        )
-        for row in extents.collect()
-    }
+    return _extents(position_extents(exported_positions(records, quarantine, source)).toArrow())
 
 
 def arrow_extents(positions: pa.Table) -> dict[int, Extent]:
     """Per partition of `positions` on the driver: the extent of its positions."""
+    return _extents(gaps_arrow.position_extents(positions))
+
+
+def _extents(extents: pa.Table) -> dict[int, Extent]:
+    """`position_extents` rows as the checkpoint's extents."""
     return {
         int(row["source_partition"]): Extent(
             int(row["first_offset"]), int(row["last_offset"]), int(row["rows"])
         )
-        for row in gaps_arrow.position_extents(positions).to_pylist()
+        for row in extents.to_pylist()
     }

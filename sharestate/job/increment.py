@@ -36,17 +36,16 @@ from pyspark.sql import functions as F
 from sharestate.arrow_keys import distinct_keys, rows_by_key, with_keys, without_keys
 from sharestate.audits import (
     REASON_DELIVERY_LIMIT,
+    RECORD_COLUMNS,
     SEGMENT_KEY,
-    archived_ranges,
     counts_arrow,
-    exported_positions,
     ranges_arrow,
     segments_arrow,
 )
-from sharestate.audits.driver import RECORD_COLUMNS
 from sharestate.audits.findings.placement import KEY_HASH
 from sharestate.audits.findings.registry import Source
-from sharestate.audits.ranges import SETTLED
+from sharestate.audits.pruning import exported_positions
+from sharestate.audits.ranges import SETTLED, archived_ranges
 from sharestate.decode.columns import KEY, LOG_ORDER
 from sharestate.io.checkpoint import PLACEMENTS_TABLE
 from sharestate.io.store import Change, TableStore, arrow_frame, rows_on_driver

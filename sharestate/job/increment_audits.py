@@ -17,22 +17,21 @@ from pyspark.sql import functions as F
 
 from sharestate.arrow_keys import distinct_keys, rows_by_key, with_keys, without_keys
 from sharestate.audits import (
+    QUARANTINE_COLUMNS,
     findings_arrow,
     gaps_arrow,
     groups_arrow,
     pruning_arrow,
     segments_arrow,
-    share_groups,
-    share_partition_lag,
-    topic_names,
 )
-from sharestate.audits.driver import QUARANTINE_COLUMNS
 from sharestate.audits.findings import PLACEMENT_RULES, STATE_SIZED_RULES, findings_of
 from sharestate.audits.findings.records import replay_error, share_state_gap
 from sharestate.audits.findings.registry import Source
 from sharestate.audits.findings_arrow import records as records_arrow
 from sharestate.audits.findings_arrow.records import share_state_gap_rows
 from sharestate.audits.findings_arrow.rows import FINDINGS_ARROW_SCHEMA, run_twin
+from sharestate.audits.groups import share_groups, topic_names
+from sharestate.audits.lag import share_partition_lag
 from sharestate.decode.columns import KEY
 from sharestate.io.checkpoint import Checkpoint
 from sharestate.io.exports import read_end_offsets

@@ -29,9 +29,8 @@ from sharestate.io.tables import (
     write_delta_on_driver,
     write_table,
 )
-from sharestate.job.cache import CacheScope
 from sharestate.job.config import JobConfig
-from sharestate.job.pipeline import Results, WrittenTables
+from sharestate.job.pipeline import Results
 from sharestate.job.side_by_side import run_side_by_side
 
 log = logging.getLogger("sharestate")
@@ -74,8 +73,9 @@ class OutputTables:
         #: Whether delta-rs commits the tables on the driver: a Delta output on the local
         #: file system that this process and Spark both see.
         self.commits_on_driver = config.output_format == "delta" and is_local(output, spark)
-        #: A run over few rows (`run.SMALL_RUN_ROWS`): its small tables all come to the driver.
-        self.small_run = False
+        #: A run that works on the driver (`sharestate.places`): its small tables all come
+        #: to the driver.
+        self.worked_on_driver = False
 
     def write(self, name: str, df: DataFrame | pa.Table) -> None:
         """Write one table and log what it wrote: the tables are computed as they are
@@ -88,13 +88,13 @@ class OutputTables:
         log.info("wrote %s: %s in %.1f s", name, rows, time.monotonic() - started)
 
     def _write(self, name: str, df: DataFrame | pa.Table) -> Written:
-        """Write table `name`: one of DRIVER_TABLES (in a small run, any but the two
-        per-record tables) comes to the driver first if it is small (and is read back from
-        there), and is committed by delta-rs where the output is a local Delta folder; any
+        """Write table `name`: one of DRIVER_TABLES (in a run that works on the driver, any
+        but the two per-record tables) comes to the driver first if it is small (and is read
+        back from there), and is committed by delta-rs where the output is a local Delta folder; any
         other through Spark. Rows already on the driver (Arrow) are written from there."""
         path = f"{self.output}/{name}"
         to_driver = name in DRIVER_TABLES or (
-            self.small_run and name not in PER_RECORD_WRITTEN_FIRST
+            self.worked_on_driver and name not in PER_RECORD_WRITTEN_FIRST
         )
         if isinstance(df, pa.Table):
             rows: pa.Table | None = df
@@ -164,37 +164,12 @@ class OutputTables:
             raise InputError(f"{self.output}/{name}: the table this run wrote cannot be read back")
         return table
 
-    def written_tables(self, state: DataFrame, cache: CacheScope) -> WrittenTables:
-        """The per-record tables as written, and the state (`state`, as written) computed
-        once with its lineage cut (the rows written from the driver, else a local
-        checkpoint, else its table read back where the session refuses local checkpoints),
-        for the audits of a full run."""
-        state_as_written = (
-            self.read_back("share_partition_state")
-            if "share_partition_state" in self.on_driver
-            else cache.checkpoint(state, instead=lambda: self.read_back("share_partition_state"))
-        )
-        return WrittenTables(
-            share_partition_history=self.read_back("share_partition_history"),
-            share_partition_state=state_as_written,
-            share_state_records=self.read_back("share_state_records"),
-            quarantine=self.read_back("quarantine"),
-        )
-
     def as_written(self, results: Results) -> Results:
         """`results` with the per-record tables read back, for the run summary to count: it
         then counts what was written, and a few columns of the written tables are cheaper
         to read than the decoded rows, whole, from the disk cache (or, when nothing was
-        cached, than decoding again for each count); and with the audit tables that came to
-        the driver to be written (the findings, the pruning cut-off) as they came there."""
+        cached, than decoding again for each count)."""
         groups = results.share_group_records
-        audits = results.audits
-        if audits is not None:
-            audits = replace(
-                audits,
-                findings=self.read_back("findings"),
-                pruning_cutoff=self.read_back("pruning_cutoff"),
-            )
         return replace(
             results,
             share_state_records=self.read_back("share_state_records"),
@@ -202,7 +177,6 @@ class OutputTables:
             share_group_records=self.read_back("share_group_records")
             if groups is not None
             else None,
-            audits=audits,
         )
 
     def put_back(self) -> None:

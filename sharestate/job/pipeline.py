@@ -9,15 +9,15 @@ kept by one `CacheScope`, which the results carry and `Results.unpersist()` rele
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sharestate.audits import AuditOptions, Audits, Settle, audit
+from sharestate.audits import AuditOptions, AuditTables, audit
 from sharestate.decode import spark as spark_decode
 from sharestate.io.checkpoint import PLACEMENTS_TABLE
 from sharestate.io.exports import (
@@ -28,13 +28,12 @@ from sharestate.io.exports import (
     read_export,
 )
 from sharestate.io.files import unreadable_files_named
-from sharestate.io.store import arrow_frame, rows_on_driver
 from sharestate.job.cache import CacheScope
 from sharestate.job.config import JobConfig
 from sharestate.job.session import job_settings
-from sharestate.job.side_by_side import run_side_by_side
 from sharestate.kafka.records import parse_kafka_version
 from sharestate.kafka.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
+from sharestate.places import Place, arrow_frame, place_for
 from sharestate.replay import as_of, replay
 from sharestate.replay.combiner import LATEST
 
@@ -53,11 +52,12 @@ class AuditInputs:
 
 @dataclass
 class Results:
-    """The run's tables as DataFrames, plus the inputs they came from (for counting).
+    """The run's tables, plus the inputs they came from (for counting).
 
     `replay_decoded` fills in the tables the job writes first (decoded, replayed,
-    quarantined); `audit_replayed` adds the audit tables (`audits`). What the steps
-    persisted stays in `cache` until `unpersist()`."""
+    quarantined), as DataFrames; `audit_replayed` adds the audit tables (`audits`, in
+    Arrow on the driver; the properties give them as DataFrames). What the steps persisted
+    stays in `cache` until `unpersist()`."""
 
     share_state_records: DataFrame
     share_partition_state: DataFrame
@@ -68,15 +68,17 @@ class Results:
     audit_inputs: AuditInputs = field(repr=False)
     cache: CacheScope = field(default_factory=CacheScope, repr=False)
     #: The audit tables, once audited (`audit_replayed`).
-    audits: Audits | None = None
+    audits: AuditTables | None = None
+    #: Where the audits ran.
+    place: Place | None = None
 
-    def tables(self) -> dict[str, DataFrame]:
-        """Output table name -> DataFrame, in the order they are written (the audit tables
-        only once audited)."""
+    def tables(self) -> dict[str, DataFrame | pa.Table]:
+        """Output table name -> its rows (DataFrames; the audit tables, once audited, in
+        Arrow), in the order they are written."""
         # The history before the state: on the JVM, the pass that folds the history leaves
         # the state's rows behind (`sharestate.replay.Replayed`), so the state is not folded
         # again.
-        out = {
+        out: dict[str, DataFrame | pa.Table] = {
             "share_state_records": self.share_state_records,
             "share_partition_history": self.share_partition_history,
             "share_partition_state": self.share_partition_state,
@@ -84,68 +86,75 @@ class Results:
         if self.share_group_records is not None:
             out["share_group_records"] = self.share_group_records
         out["quarantine"] = self.quarantine
-        if self.audits is None:
-            return out
-        out["delivery_counts"] = self.delivery_counts
-        out["poison_messages"] = self.poison_messages
-        out["archived_messages"] = self.archived_messages
-        out["share_partition_segments"] = self.share_partition_segments
-        out[PLACEMENTS_TABLE] = self._audited().placements
-        out["pruning_cutoff"] = self.pruning_cutoff
-        if self.share_groups is not None:
-            out["share_groups"] = self.share_groups
-        if self.share_partition_lag is not None:
-            out["share_partition_lag"] = self.share_partition_lag
-        out["findings"] = self.findings
+        if self.audits is not None:
+            out.update(audit_tables(self.audits))
         return out
 
     def unpersist(self) -> None:
         """Release what computing these tables persisted."""
         self.cache.release()
 
-    def _audited(self) -> Audits:
+    def _audit_frame(self, name: str) -> DataFrame:
         if self.audits is None:
             raise ValueError("no audit tables yet: these results come before audit_replayed")
-        return self.audits
+        rows = audit_tables(self.audits)[name]
+        return arrow_frame(self.share_state_records.sparkSession, rows)
 
     @property
     def delivery_counts(self) -> DataFrame:
-        return self._audited().delivery_counts
+        return self._audit_frame("delivery_counts")
 
     @property
     def poison_messages(self) -> DataFrame:
-        return self._audited().poison_messages
+        return self._audit_frame("poison_messages")
 
     @property
     def archived_messages(self) -> DataFrame:
-        return self._audited().archived_messages
+        return self._audit_frame("archived_messages")
 
     @property
     def share_partition_segments(self) -> DataFrame:
-        return self._audited().segments
+        return self._audit_frame("share_partition_segments")
 
     @property
     def pruning_cutoff(self) -> DataFrame:
-        return self._audited().pruning_cutoff
+        return self._audit_frame("pruning_cutoff")
 
     @property
     def findings(self) -> DataFrame:
-        return self._audited().findings
+        return self._audit_frame("findings")
 
     @property
     def share_groups(self) -> DataFrame | None:
         """Only with --consumer-offsets."""
-        return self._audited().share_groups
+        if self.audits is not None and self.audits.share_groups is None:
+            return None
+        return self._audit_frame("share_groups")
 
     @property
     def share_partition_lag(self) -> DataFrame | None:
         """Only with --end-offsets."""
-        return self._audited().share_partition_lag
+        if self.audits is not None and self.audits.share_partition_lag is None:
+            return None
+        return self._audit_frame("share_partition_lag")
 
-    @property
-    def archived_ranges(self) -> DataFrame:
-        """Both archived-range tables in one (with `reason`), for counting; not written."""
-        return self._audited().archived_ranges
+
+def audit_tables(audits: AuditTables) -> dict[str, pa.Table]:
+    """Output table name -> rows of the audit tables, in the order they are written."""
+    out = {
+        "delivery_counts": audits.delivery_counts,
+        "poison_messages": audits.poison_messages,
+        "archived_messages": audits.archived_messages,
+        "share_partition_segments": audits.segments,
+        PLACEMENTS_TABLE: audits.placements,
+        "pruning_cutoff": audits.pruning_cutoff,
+    }
+    if audits.share_groups is not None:
+        out["share_groups"] = audits.share_groups
+    if audits.share_partition_lag is not None:
+        out["share_partition_lag"] = audits.share_partition_lag
+    out["findings"] = audits.findings
+    return out
 
 
 @dataclass(frozen=True)
@@ -171,20 +180,6 @@ class DecodedInputs:
 
     share_state: spark_decode.Decoded
     consumer_offsets: spark_decode.Decoded | None
-
-
-@dataclass(frozen=True)
-class WrittenTables:
-    """This run's rows of the per-record tables, read back as the job wrote them: a few
-    columns of a written table cost less to read than folding or decoding again."""
-
-    share_partition_history: DataFrame
-    #: The state as written, computed once and kept with its lineage cut: the audits'
-    #: plans over it are then small (None: the replay's cached state).
-    share_partition_state: DataFrame | None = None
-    #: Only when the share-state decode was not cached (`decode_inputs(read_back=True)`).
-    share_state_records: DataFrame | None = None
-    quarantine: DataFrame | None = None
 
 
 def compute(spark: SparkSession, config: JobConfig) -> Results:
@@ -333,87 +328,41 @@ def _within_as_of(inputs: Inputs, decoded: DecodedInputs, config: JobConfig) -> 
     )
 
 
-def audit_replayed(
-    replayed: Results,
-    config: JobConfig,
-    written: WrittenTables | None = None,
-    *,
-    settle_tables: bool = True,
-    small_run: bool = False,
-) -> Results:
-    """Audit step: `replayed` with the audit tables. `written`: this run's per-record tables
-    as the job wrote them; by default the audits read the DataFrames of `replay_decoded`
-    (the history from the fold, the records and quarantine decoded).
+def rows_read(exports: Mapping[str, Export]) -> int | None:
+    """The rows read from `exports` (as counted when read; None when one was not)."""
+    counts = [export.counts for export in exports.values()]
+    return None if any(c is None for c in counts) else sum(c.read for c in counts if c)
 
-    The results several tables read are computed once (`settled`): the small ones are
-    brought to the driver here, the others persisted; so are the findings and the pruning
-    cut-off (a table and the run summary read each), unless `settle_tables` is false (the
-    job brings them to the driver as it writes them). In a `small_run` (the job's, over few
-    rows) the results that grow with the history come to the driver too, if they are
-    small: the tables that read them, and their writes, then run no Spark job for them."""
-    settle = settled(replayed.cache, all_small=small_run)
-    seen, history = replayed.audit_inputs, replayed.share_partition_history
-    state = replayed.share_partition_state
-    if written is not None:
-        seen, history = _seen_as_written(seen, written, config), written.share_partition_history
-        state = written.share_partition_state or state
+
+def audit_options(config: JobConfig) -> AuditOptions:
+    return AuditOptions(
+        delivery_count_limit=config.delivery_count_limit,
+        stall_span_seconds=config.stall_span_seconds,
+        state_topic_partitions=config.state_topic_partition_count,
+    )
+
+
+def audit_replayed(replayed: Results, config: JobConfig, place: Place | None = None) -> Results:
+    """Audit step: `replayed` with the audit tables, from the DataFrames of
+    `replay_decoded` (the records and quarantine within --as-of), worked on where `place`
+    says (by default, where the rows read call for)."""
+    seen = replayed.audit_inputs
+    if place is None:
+        place = place_for(rows_read(replayed.inputs))
     audits = audit(
         seen.records,
-        state,
-        history,
+        replayed.share_partition_state,
+        replayed.share_partition_history,
         seen.quarantine,
-        AuditOptions(
-            delivery_count_limit=config.delivery_count_limit,
-            stall_span_seconds=config.stall_span_seconds,
-            state_topic_partitions=config.state_topic_partition_count,
-        ),
+        audit_options(config),
         group_records=seen.group_records,
         end_offsets=seen.end_offsets,
-        settle=settle,
+        place=place,
     )
-    if settle_tables:
-        findings, cutoff = settle([(audits.findings, True), (audits.pruning_cutoff, True)])
-        assert findings is not None and cutoff is not None
-        audits = replace(audits, findings=findings, pruning_cutoff=cutoff)
-    return replace(replayed, audits=audits)
+    return replace(replayed, audits=audits, place=place)
 
 
-def settled(cache: CacheScope, *, all_small: bool = False) -> Settle:
-    """How the audits keep what several tables read: a small result on the driver (a local
-    relation: its rows computed once, and the plans that read it small), a bigger one
-    persisted in `cache`; those given together side by side (each is a few small Spark jobs,
-    whose fixed costs overlap). `all_small`: every result is tried on the driver first (one
-    too big for `rows_on_driver` is persisted)."""
-
-    def settle_one(frame: DataFrame | None, small: bool) -> DataFrame | None:
-        if frame is None:
-            return None
-        if small or all_small:
-            rows = rows_on_driver(frame)
-            if rows is not None:
-                return arrow_frame(frame.sparkSession, rows)
-        return cache.keep(frame, StorageLevel.MEMORY_AND_DISK)
-
-    def settle(frames: Sequence[tuple[DataFrame | None, bool]]) -> list[DataFrame | None]:
-        steps = [functools.partial(settle_one, frame, small) for frame, small in frames]
-        return run_side_by_side(steps)
-
-    return settle
-
-
-def _seen_as_written(seen: AuditInputs, written: WrittenTables, config: JobConfig) -> AuditInputs:
-    """`seen` with the records and quarantine the job wrote, where it gives them, cut at
-    --as-of as `_within_as_of` cuts the decoded ones."""
-    offset, moment = config.as_of_offset, config.as_of_timestamp
-    if written.share_state_records is not None:
-        records = as_of(written.share_state_records, source_offset=offset, timestamp=moment)
-        seen = replace(seen, records=records)
-    if written.quarantine is not None:
-        seen = replace(seen, quarantine=_quarantine_within_as_of(written.quarantine, config))
-    return seen
-
-
-def _quarantine_within_as_of(quarantine: DataFrame, config: JobConfig) -> DataFrame:
+def quarantine_within_as_of(quarantine: DataFrame, config: JobConfig) -> DataFrame:
     """The quarantine table's rows the audits see with --as-of, as `_within_as_of` limits
     them: share-state rows by offset and time, group rows by time."""
     offset, moment = config.as_of_offset, config.as_of_timestamp

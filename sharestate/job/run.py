@@ -14,14 +14,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sharestate.audits import quarantine_kinds
 from sharestate.audits.findings_arrow.records import (
     exported_positions as exported_positions_arrow,
 )
@@ -41,6 +40,7 @@ from sharestate.io.streams import Streams
 from sharestate.io.tables import (
     parquet_timestamps_as_int64_micros,
 )
+from sharestate.job.audit_written import audit_written
 from sharestate.job.cache import CacheScope
 from sharestate.job.config import JobConfig
 from sharestate.job.extents import arrow_extents, full_run_extents, position_extents_of
@@ -56,16 +56,14 @@ from sharestate.job.incremental import (
 from sharestate.job.new_rows import FullRunNeeded, NewInputs, stream_inputs
 from sharestate.job.output_tables import PER_RECORD_WRITTEN_FIRST, OutputTables
 from sharestate.job.pipeline import (
-    Inputs,
-    audit_replayed,
     decode_inputs,
     read_inputs,
     replay_decoded,
+    rows_read,
 )
 from sharestate.job.preflight import check_before_work
 from sharestate.job.session import job_settings
 from sharestate.job.side_by_side import run_side_by_side
-from sharestate.job.small_run import audit_small_run, audits_on_driver
 from sharestate.job.summary import (
     engine_summary,
     format_summary,
@@ -76,15 +74,9 @@ from sharestate.job.summary import (
 )
 from sharestate.job.summary_incremental import NewRowCounts, count_new_rows, incremental_summary
 from sharestate.jvm import EngineInUse, engine_in_use
+from sharestate.places import place_for
 
 log = logging.getLogger("sharestate")
-
-#: Rows read from the exports up to which a full run is a small one: every table but the
-#: two per-record ones comes to the driver to be written if it is small
-#: (`rows_on_driver`), as DRIVER_TABLES always do, and is committed by delta-rs where the
-#: output is local. A Spark write's fixed cost (several jobs and a commit) is then paid only
-#: by the two tables that grow with the export.
-SMALL_RUN_ROWS: Final = 1_000_000
 
 
 def main(spark: SparkSession, config: JobConfig, show: int = 0) -> dict[str, Any]:
@@ -170,7 +162,12 @@ def _compute_and_write(
     # decode.
     log.info("reading and decoding %s", config.share_state)
     inputs = read_inputs(spark, config)
-    tables.small_run = _rows_read(inputs) <= SMALL_RUN_ROWS
+    read = rows_read(inputs.exports())
+    place = place_for(read)
+    log.info(
+        "working on the %s: %s rows read", place, f"{read:,}" if read is not None else "uncounted"
+    )
+    tables.worked_on_driver = place == "driver"
     decoded = decode_inputs(inputs, config, cache, read_back=True)
     replayed = replay_decoded(inputs, decoded, config, cache, keep_history=False)
     try:
@@ -183,39 +180,24 @@ def _compute_and_write(
             {name: df for name, df in first.items() if name not in PER_RECORD_WRITTEN_FIRST}
         )
         log.info("auditing the replayed state")
-        small = None
-        if tables.small_run and audits_on_driver(config):
-            small = audit_small_run(replayed, config, tables)
-            results = replayed
-            tables.write_side_by_side(small.tables())
-        else:
-            per_record = tables.written_tables(replayed.share_partition_state, cache)
-            results = audit_replayed(
-                replayed, config, per_record, settle_tables=False, small_run=tables.small_run
-            )
-            tables.write_side_by_side(
-                {name: df for name, df in results.tables().items() if name not in first}
-            )
+        audited = audit_written(replayed, config, tables, place)
+        tables.write_side_by_side(audited.tables())
         log.info("counting the run summary")
-        written = tables.as_written(results)
-        counted = small.counted_on_driver(tables.on_driver) if small else tables.on_driver
-        summary = summarize(written, counted)
+        summary = summarize(
+            tables.as_written(replayed), audited.counted_on_driver(tables.on_driver)
+        )
         summary["mode"] = "full"
         if because is not None:
             summary["full_run_because"] = because
         summary["engine"] = engine_summary(engine)
+        summary["worked_on"] = place
         summary["delivery_count_limit"] = config.delivery_count_limit
         summary["run_at"] = datetime.now(UTC).isoformat(timespec="seconds")
         tables.write("run_summary", summary_table(summary))
         if config.as_of is None:  # a replay "as of" the past is not a point to go on from
-            if small is not None:
-                kinds, group_records = small.audits.quarantine_kinds, small.group_records
-            else:
-                kinds = quarantine_kinds(written.quarantine)
-                group_records = written.share_group_records
-            totals = running_totals(summary, kinds, group_records)
+            totals = running_totals(summary, audited.audits.quarantine_kinds, audited.group_records)
             checkpoint = Checkpoint(
-                extents=full_run_extents(written, tables.on_driver),
+                extents=full_run_extents(audited.audits),
                 table_versions=tables.versions_written(),
                 exports=listings,
                 options=run_options(config),
@@ -227,14 +209,6 @@ def _compute_and_write(
         tables.put_back()
         raise
     return summary
-
-
-def _rows_read(inputs: Inputs) -> int:
-    """The rows read from the exports (as counted when read)."""
-    return sum(
-        export.counts.read if export.counts is not None else SMALL_RUN_ROWS + 1
-        for export in inputs.exports().values()
-    )
 
 
 def _start_streams(spark: SparkSession, config: JobConfig, output: str) -> Streams | None:
@@ -282,6 +256,7 @@ def _incremental(
             else:
                 summary, totals, extents = _incremental_summary(run, checkpoint)
                 summary["engine"] = engine_summary(engine)
+                summary["worked_on"] = "driver"
                 summary["delivery_count_limit"] = config.delivery_count_limit
                 _finish_incremental(
                     spark, config, store, checkpoint, run, summary, totals, extents, written

@@ -21,11 +21,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sharestate.audits import REASON_DELIVERY_LIMIT, SEVERITIES
-from sharestate.audits.columns import EXACT, as_java_long
 from sharestate.decode.columns import KEY
 from sharestate.io.exports import count_rows
 from sharestate.job import summary_arrow
-from sharestate.job.pipeline import Results
+from sharestate.job.pipeline import Results, audit_tables
 from sharestate.job.side_by_side import run_side_by_side
 
 # The `run_summary` table's row (typed columns beside the JSON) is its own module's.
@@ -189,70 +188,24 @@ def _group_record_counts(groups: DataFrame) -> dict[str, Any]:
 
 
 def _audit_summary(results: Results, on_driver: Mapping[str, pa.Table]) -> dict[str, Any]:
-    """Counts of the audit tables, one small Spark job per table (none for a table on the
-    driver)."""
-    if "poison_messages" in on_driver and "archived_messages" in on_driver:
-        by_reason = summary_arrow.ranges_by_reason(
-            on_driver["poison_messages"], on_driver["archived_messages"]
-        )
-    else:
-        by_reason = _ranges_by_reason(results.archived_ranges)
-    out: dict[str, Any] = _ranges_counts(by_reason)
-    # (summary key, table, its frame, its Spark count, its Arrow count); the frame is only
-    # read for a table not on the driver (a small run's audits have no frames).
-    counters: list[tuple[str, str, Callable[[], DataFrame | None], Any, Any]] = [
-        (
-            "findings",
-            "findings",
-            lambda: results.findings,
-            spark_finding_counts,
-            summary_arrow.finding_counts,
-        ),
-        (
-            "pruning_cutoff",
-            "pruning_cutoff",
-            lambda: results.pruning_cutoff,
-            spark_pruning_counts,
-            summary_arrow.pruning_counts,
-        ),
-        (
-            "share_groups",
-            "share_groups",
-            lambda: results.share_groups,
-            spark_share_group_counts,
-            summary_arrow.share_group_counts,
-        ),
-        (
-            "lag",
-            "share_partition_lag",
-            lambda: results.share_partition_lag,
-            spark_lag_counts,
-            summary_arrow.lag_counts,
-        ),
+    """Counts of the audit tables, from their rows on the driver (where every audit
+    table is computed)."""
+    rows = {**(audit_tables(results.audits) if results.audits is not None else {}), **on_driver}
+    if "poison_messages" not in rows:
+        return {}
+    out: dict[str, Any] = _ranges_counts(
+        summary_arrow.ranges_by_reason(rows["poison_messages"], rows["archived_messages"])
+    )
+    counters: list[tuple[str, str, Callable[[pa.Table], dict[str, Any] | None]]] = [
+        ("findings", "findings", summary_arrow.finding_counts),
+        ("pruning_cutoff", "pruning_cutoff", summary_arrow.pruning_counts),
+        ("share_groups", "share_groups", summary_arrow.share_group_counts),
+        ("lag", "share_partition_lag", summary_arrow.lag_counts),
     ]
-    for key, table, frame_of, in_spark, in_arrow in counters:
-        counts: dict[str, Any] | None = None
-        if table in on_driver:
-            counts = in_arrow(on_driver[table])
-        elif results.audits is not None and (frame := frame_of()) is not None:
-            counts = in_spark(frame)
-        if counts is not None:
+    for key, table, count in counters:
+        if table in rows and (counts := count(rows[table])) is not None:
             out[key] = counts
     return out
-
-
-def _ranges_by_reason(ranges: DataFrame) -> dict[str, tuple[int, int]]:
-    """Per reason of `archived_ranges`: its ranges and offsets."""
-    return {
-        row["reason"]: (int(row["ranges"]), int(row["offsets"] or 0))
-        for row in ranges.groupBy("reason")
-        .agg(
-            F.count(F.lit(1)).alias("ranges"),
-            # Exact, then wrapped as the tables' counts are: no ANSI overflow.
-            as_java_long(F.sum(F.col("offsets").cast(EXACT))).alias("offsets"),
-        )
-        .collect()
-    }
 
 
 def _ranges_counts(by_reason: dict[str, tuple[int, int]]) -> dict[str, Any]:

@@ -51,6 +51,7 @@ _CHANGE_FIELDS: Final = (
 _COLUMNS: Final[tuple[tuple[str, pa.DataType, tuple[str, ...]], ...]] = (
     ("mode", pa.string(), ("mode",)),
     ("engine", pa.string(), ("engine", "name")),
+    ("worked_on", pa.string(), ("worked_on",)),
     ("delivery_count_limit", pa.int32(), ("delivery_count_limit",)),
     ("records_by_type", _COUNTS, ("share_state_records", "by_record_type")),
     ("records_by_layout", _COUNTS, ("share_state_records", "by_layout")),
