@@ -252,6 +252,29 @@ def archived_ranges(
     return _with_final_state(merged, final)
 
 
+def final_with_stored_bounds(new_state: pa.Table, stored_state: pa.Table) -> pa.Table:
+    """`final_state_columns` of `new_state` (an increment's touched keys after it), each
+    with the settle bound of its stored state (`_old`; null where it has no stored state or a
+    deleted one): what an increment reads to find which of its stored ranges can change
+    (`refresh_scope`) and what the final state says of them.
+
+    A stored range's columns, `settled` included, are those its share-partition's stored
+    state gives: every run that touches a share-partition computes its ranges that are not
+    settled again, and a settled one stays so while the bound does not go back."""
+    final = final_state_columns(new_state)
+    stored = final_state_columns(stored_state)
+    bounds = dict(
+        zip(
+            zip(*[stored.column(c).to_pylist() for c in KEY], strict=True),
+            stored.column("_bound").to_pylist(),
+            strict=True,
+        )
+    )
+    keys = zip(*[final.column(c).to_pylist() for c in KEY], strict=True)
+    old = pa.array([bounds.get(key) for key in keys], stored.schema.field("_bound").type)
+    return final.append_column("_old", old)
+
+
 def refresh_scope(final: pa.Table, intervals: pa.Table) -> pa.Table:
     """Per share-partition of `final` (rows of `ranges.final_with_stored_bounds`: its new
     state, and `_old`, its stored settle bound), whether this run's new `intervals` reopen

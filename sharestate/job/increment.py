@@ -458,7 +458,7 @@ def write_ranges(increment: Increment) -> None:
     ongoing_keys = without_keys(increment.touched_keys, increment.again_keys, KEY)
     final, intervals = run_side_by_side(
         [
-            lambda: _final_with_stored_bounds(
+            lambda: ranges_arrow.final_with_stored_bounds(
                 with_keys(increment.new_state_rows(), ongoing_keys, KEY),
                 increment.touched_stored_state(),
             ),
@@ -509,23 +509,6 @@ def write_ranges(increment: Increment) -> None:
         ]
     )
     increment.range_totals = _range_deltas(rows, removed)
-
-
-def _final_with_stored_bounds(new_state: pa.Table, stored_state: pa.Table) -> pa.Table:
-    """`ranges.final_with_stored_bounds` on the driver: `final_state_columns` of the new
-    state, each with the settle bound of its stored state (`_old`; null where it has none)."""
-    final = ranges_arrow.final_state_columns(new_state)
-    stored = ranges_arrow.final_state_columns(stored_state)
-    bounds = dict(
-        zip(
-            zip(*[stored.column(c).to_pylist() for c in KEY], strict=True),
-            stored.column("_bound").to_pylist(),
-            strict=True,
-        )
-    )
-    keys = zip(*[final.column(c).to_pylist() for c in KEY], strict=True)
-    old = pa.array([bounds.get(key) for key in keys], stored.schema.field("_bound").type)
-    return final.append_column("_old", old)
 
 
 def compact_written(increment: Increment) -> None:

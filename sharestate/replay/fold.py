@@ -370,8 +370,8 @@ def _moved_order(moved: dict[str, Any]) -> tuple[Any, ...]:
 
 
 class _Moves:
-    """SINCE and LATEST_TIMESTAMP of one share-partition, row by row (what
-    `sharestate.audits.start_offset_moves` computes with a window over the history)."""
+    """SINCE and LATEST_TIMESTAMP of one share-partition, row by row (what the tests'
+    reference, `tests/support/start_offsets.py`, computes with a window over the history)."""
 
     __slots__ = ("latest", "previous", "since")
 

@@ -10,14 +10,15 @@ generation and adaptive execution while it runs: the results do not depend on ei
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -25,7 +26,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql import types as T
 
 from sharestate import audits
-from sharestate.audits import findings_arrow, pruning_arrow, ranges_arrow
+from sharestate.audits import findings_arrow, pruning_arrow, ranges_arrow, segments_arrow
 from sharestate.audits.findings import (
     FINDINGS_SCHEMA,
     RULES,
@@ -36,18 +37,20 @@ from sharestate.audits.findings import (
     Severity,
     catalog,
 )
-from sharestate.audits.findings.records import share_state_gap
+from sharestate.audits.findings_arrow.records import gap_ranges
 from sharestate.audits.findings_arrow.rows import FINDINGS_ARROW_SCHEMA, run_twin
 from sharestate.decode.columns import KEY, LOG_ORDER
 from sharestate.errors import InputSchemaError, InvalidConfigError
 from sharestate.io import read_end_offsets
 from sharestate.io.store import arrow_frame
 from sharestate.job.config import JobConfig, parse_span
-from sharestate.job.pipeline import compute
+from sharestate.job.pipeline import audit_tables, compute
 from sharestate.kafka.partitioning import state_topic_partition
 from sharestate.kafka.records import decode_share_state
+from sharestate.places import Place
 from sharestate.sample.exports import SampleSpec, write_sample
 from tests.support.group_records import group_records_frame
+from tests.support.start_offsets import start_offset_moves
 
 BASE = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 T1, T2, T3 = "Uj5wn_FqTXirEASvVZRY1w", "AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBA"
@@ -377,8 +380,10 @@ def _hand_state(spark: SparkSession) -> DataFrame:
     )
 
 
-@pytest.fixture(scope="module")
-def hand(spark: SparkSession, fast_sql: None) -> HandBuilt:
+def _hand_tables(
+    spark: SparkSession, place: Place = "driver"
+) -> tuple[audits.AuditTables, DataFrame]:
+    """The hand-built data's audit tables (worked on at `place`), and its placements."""
     records, state = _hand_records(spark), _hand_state(spark)
     history = spark.createDataFrame(
         [
@@ -387,6 +392,8 @@ def hand(spark: SparkSession, fast_sql: None) -> HandBuilt:
         ],
         HISTORY_SCHEMA,
     )
+    # A state built by hand, not by the fold: when its start offsets moved, from the history.
+    state = state.join(start_offset_moves(history), list(KEY), "left")
     quarantine = spark.createDataFrame(QUARANTINE, QUARANTINE_SCHEMA)
     end_offsets = spark.createDataFrame(
         [(T1, None, 0, 130), (None, "t-two", 0, 40)],
@@ -395,13 +402,6 @@ def hand(spark: SparkSession, fast_sql: None) -> HandBuilt:
     options = audits.AuditOptions(
         delivery_count_limit=5, stall_span_seconds=180, state_topic_partitions=N
     )
-    kept: list[DataFrame] = []
-
-    def persisted(frames: Sequence[tuple[DataFrame | None, bool]]) -> list[DataFrame | None]:
-        out = [frame.persist() if frame is not None else None for frame, _ in frames]
-        kept.extend(frame for frame in out if frame is not None)
-        return out
-
     result = audits.audit(
         records,
         state,
@@ -410,41 +410,47 @@ def hand(spark: SparkSession, fast_sql: None) -> HandBuilt:
         options,
         group_records=_group_records_df(spark),
         end_offsets=end_offsets,
-        settle=persisted,
+        place=place,
     )
-    assert result.share_groups is not None and result.share_partition_lag is not None
-    built = HandBuilt(
-        delivery_counts=result.delivery_counts.collect(),
-        poison=result.poison_messages.collect(),
-        archived=result.archived_messages.collect(),
-        pruning=result.pruning_cutoff.collect(),
-        groups=result.share_groups.collect(),
-        lag=result.share_partition_lag.collect(),
-        findings=result.findings.collect(),
-        auto_partition_findings=audits.wrong_state_partition_findings(
-            audits.share_partition_placements(result.segments), None
-        ).collect(),
-        twins=_hand_twin_cases(spark, result),
-    )
-    for frame in kept:
-        frame.unpersist()
-    return built
+    return result, arrow_frame(spark, result.placements)
 
 
-def _hand_twin_cases(spark: SparkSession, result: audits.Audits) -> list[TwinCase]:
-    """The hand-built data's finding inputs; again with the partition count inferred, and
-    with rows backfilled below an incremental run's checkpoint."""
-    inputs = result.finding_inputs
-    assert inputs is not None
-    backfilled = spark.createDataFrame(
-        [("share_state", 0, 3), ("share_state", 0, 5), ("consumer_offsets", 3, 2)],
-        "source string, source_partition int, source_offset long",
+def _collected(spark: SparkSession, table: pa.Table | None) -> list[Any]:
+    """Arrow rows as Spark collects them (Rows; timestamps naive, in the session's zone)."""
+    assert table is not None
+    return arrow_frame(spark, table).collect()
+
+
+@pytest.fixture(scope="module")
+def hand(spark: SparkSession, fast_sql: None) -> HandBuilt:
+    result, _ = _hand_tables(spark)
+    auto = findings_arrow.findings_of(
+        [rule for rule in RULES if rule.inputs == ("placements", "state_topic_partitions")],
+        {"placements": result.placements, "state_topic_partitions": None},
     )
-    return [
-        _twin_case("hand", inputs),
-        _twin_case("hand, count inferred", replace(inputs, state_topic_partitions=None)),
-        _twin_case("hand, backfilled", replace(inputs, backfilled=backfilled)),
-    ]
+    return HandBuilt(
+        delivery_counts=_collected(spark, result.delivery_counts),
+        poison=_collected(spark, result.poison_messages),
+        archived=_collected(spark, result.archived_messages),
+        pruning=_collected(spark, result.pruning_cutoff),
+        groups=_collected(spark, result.share_groups),
+        lag=_collected(spark, result.share_partition_lag),
+        findings=_collected(spark, result.findings),
+        auto_partition_findings=_collected(spark, auto),
+        twins=[],
+    )
+
+
+@pytest.mark.spark
+def test_spark_tasks_give_the_tables_the_driver_gives(spark: SparkSession, fast_sql: None) -> None:
+    """Worked on in Spark's tasks (`places.by_key` over partitions of whole keys), the
+    audits give the tables they give on the driver: the same functions, other rows per call."""
+    on_driver, _ = _hand_tables(spark, "driver")
+    in_spark, _ = _hand_tables(spark, "spark")
+    for name, rows in audit_tables(on_driver).items():
+        got = audit_tables(in_spark)[name]
+        assert got.schema.names == rows.schema.names, name
+        assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, rows.to_pylist())), name
 
 
 # --- options -----------------------------------------------------------------------------------
@@ -573,9 +579,11 @@ def test_only_reopened_keys_with_a_stored_bound_read_their_settled_ranges(
     records = spark.createDataFrame(
         [(0, 20, _ts(20), "update", *C, -1, None, [(40, 41, ARCHIVED, 5)])], RECORD_SCHEMA
     )
-    final = audits.ranges.final_with_stored_bounds(new.unionByName(brand_new), stored)
-    intervals = audits.ranges.reasoned_intervals(records, 5)
-    scope = ranges_arrow.refresh_scope(final.toArrow(), intervals.toArrow())
+    final = ranges_arrow.final_with_stored_bounds(
+        new.unionByName(brand_new).toArrow(), stored.toArrow()
+    )
+    intervals = ranges_arrow.reasoned_intervals(records.toArrow(), 5)
+    scope = ranges_arrow.refresh_scope(final, intervals)
     got = {
         (r["group_id"], r["topic_id"], r["partition"]): (r["_reopened"], r["_settled_changes"])
         for r in scope.to_pylist()
@@ -594,35 +602,37 @@ def test_merge_ranges_joins_touching_and_nested_intervals(
     spark: SparkSession, fast_sql: None
 ) -> None:
     rows = [
-        ("k", 10, 20, 5, 0, 7),
-        ("k", 12, 15, 9, 0, 3),  # nested, higher count, seen earlier
-        ("k", 21, 21, 5, 0, 9),  # touching
-        ("k", 23, 30, 5, 1, 1),  # gap at 22; another source partition
-        ("k", 25, 26, 5, 0, 2),
-        ("other", 21, 21, 5, 0, 0),  # another key never joins
+        (A, 10, 20, 5, 0, 7),
+        (A, 12, 15, 9, 0, 3),  # nested, higher count, seen earlier
+        (A, 21, 21, 5, 0, 9),  # touching
+        (A, 23, 30, 5, 1, 1),  # gap at 22; another source partition
+        (A, 25, 26, 5, 0, 2),
+        (B, 21, 21, 5, 0, 0),  # another key never joins
     ]
-    df = spark.createDataFrame(
-        [(k, f, la, c, sp, so, _ts(so)) for k, f, la, c, sp, so in rows],
-        "k string, first_offset long, last_offset long, delivery_count int,"
-        " source_partition int, source_offset long, source_timestamp timestamp",
+    records = spark.createDataFrame(
+        [
+            (sp, so, _ts(so), "update", *key, 0, None, [(f, la, ARCHIVED, c)])
+            for key, f, la, c, sp, so in rows
+        ],
+        RECORD_SCHEMA,
     )
     got = sorted(
         (
-            r.k,
-            r.first_offset,
-            r.last_offset,
-            r.delivery_count,
-            r.min_delivery_count,
-            r.first_seen_source_partition,
-            r.first_seen_source_offset,
-            r.sightings,
+            r["partition"],
+            r["first_offset"],
+            r["last_offset"],
+            r["delivery_count"],
+            r["min_delivery_count"],
+            r["first_seen_source_partition"],
+            r["first_seen_source_offset"],
+            r["sightings"],
         )
-        for r in audits.merge_ranges(df, ["k"]).collect()
+        for r in ranges_arrow.merged_intervals(records.toArrow(), 5).to_pylist()
     )
     assert got == [
-        ("k", 10, 21, 9, 5, 0, 3, 3),
-        ("k", 23, 30, 5, 5, 0, 2, 2),  # (0, 2) comes before (1, 1) in log order
-        ("other", 21, 21, 5, 5, 0, 0, 1),
+        (0, 10, 21, 9, 5, 0, 3, 3),
+        (0, 23, 30, 5, 5, 0, 2, 2),  # (0, 2) comes before (1, 1) in log order
+        (1, 21, 21, 5, 5, 0, 0, 1),
     ]
 
 
@@ -691,32 +701,32 @@ def test_carried_pruning_cutoff_counts_records_before_it_from_the_gaps(
             Window.partitionBy(*KEY).orderBy(*LOG_ORDER)
         ),
     )
-    positions = history.select(*LOG_ORDER)
+    whole_history = history.toArrow()
+    positions = whole_history.select(list(LOG_ORDER))
 
-    def placements(history: DataFrame) -> DataFrame:
-        return audits.share_partition_placements(audits.share_partition_segments(history))
+    def placements(history: pa.Table) -> pa.Table:
+        return segments_arrow.placements(segments_arrow.history_segments(history))
 
-    whole = audits.pruning_cutoff(placements(history), positions)
+    whole = pruning_arrow.pruning_cutoff(placements(whole_history), positions)
     boundary = 58
-    old_history = history.filter(sf.col("source_offset") < boundary)
-    new_history = history.filter(sf.col("source_offset") >= boundary)
-    stored = audits.pruning_cutoff(placements(old_history), old_history.select(*LOG_ORDER))
-    gaps = share_state_gap(positions).select(
-        "source_partition",
-        sf.col("source_offset").alias("_from"),
-        (sf.col("source_offset") + sf.col("affected") - 1).alias("_to"),
+    before = pc.less(whole_history.column("source_offset"), boundary)
+    old_history = whole_history.filter(before)
+    new_history = whole_history.filter(pc.invert(before))
+    stored = pruning_arrow.pruning_cutoff(
+        placements(old_history), old_history.select(list(LOG_ORDER))
     )
     carried = pruning_arrow.carried_pruning_cutoff(
-        audits.share_partition_placements(
-            audits.share_partition_segments(
-                new_history, audits.share_partition_segments(old_history)
+        segments_arrow.placements(
+            segments_arrow.merge_segments(
+                segments_arrow.history_segments(old_history),
+                segments_arrow.history_segments(new_history),
             )
-        ).toArrow(),
-        stored.toArrow(),
-        new_history.select(*LOG_ORDER).toArrow(),
-        gaps.toArrow(),
+        ),
+        stored,
+        new_history.select(list(LOG_ORDER)),
+        gap_ranges(positions),
     )
-    expected = {r.source_partition: r.asDict() for r in whole.collect()}
+    expected = {r["source_partition"]: r for r in _as_spark_rows(whole)}
     assert expected[0]["cutoff_offset"] == 65  # b's latest snapshot, below a's (80)
     assert expected[0]["records_before_cutoff"] == 65 - 5  # 5, 6, 50, 59, 60 are missing
     assert expected[1]["cutoff_offset"] is None and expected[1]["records_before_cutoff"] == 0
@@ -950,27 +960,6 @@ def _assert_twin_finds_the_same(rule: FindingRule[Any], case: TwinCase) -> int:
     return expected.num_rows
 
 
-@pytest.mark.spark
-@pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.name)
-def test_each_finding_rules_arrow_twin_finds_its_rows(
-    rule: FindingRule[Any], hand: HandBuilt, sample_run: SampleRun
-) -> None:
-    found = [_assert_twin_finds_the_same(rule, case) for case in [*hand.twins, sample_run.twins]]
-    # Each rule finds rows in some case (the check skipped: its own test, above).
-    assert sum(found) > 0 or rule.code == FindingCode.STATE_PARTITION_CHECK_SKIPPED, rule.name
-
-
-@pytest.mark.spark
-def test_the_arrow_findings_table_is_every_twins_rows(hand: HandBuilt) -> None:
-    (case, *_) = hand.twins
-    table = findings_arrow.findings_table(case.inputs)
-    expected = [rows for rows in case.expected.values() if rows is not None]
-    assert table.num_rows == sum(rows.num_rows for rows in expected) > 20
-    assert _sorted_findings(table) == _sorted_findings(
-        pa.concat_tables([rows.cast(FINDINGS_ARROW_SCHEMA) for rows in expected])
-    )
-
-
 # --- the finding registry ----------------------------------------------------------------------
 
 #: Where each finding rule's rows are produced and checked: `test_findings` (the hand-built
@@ -1114,15 +1103,10 @@ def sample_run(
             groups=results.share_groups.collect(),
             lag=results.share_partition_lag.collect(),
             findings=results.findings.collect(),
-            twins=_twin_case("sample", _finding_inputs(results.audits)),
+            twins=TwinCase("sample", {}, {}),
         )
     finally:
         results.unpersist()
-
-
-def _finding_inputs(audited: audits.Audits | None) -> FindingInputs:
-    assert audited is not None and audited.finding_inputs is not None
-    return audited.finding_inputs
 
 
 Key = tuple[str, str, int]
@@ -1360,12 +1344,10 @@ def test_sample_findings(sample_run: SampleRun) -> None:
     assert ("warning", "source_offset_gap") not in codes
 
 
-def test_kafka_key_hash_column_agrees_with_java_string_hash(spark: SparkSession) -> None:
-    """The SQL and numpy forms of Kafka's partitioner hash against the readable one,
+def test_kafka_key_hash_agrees_with_java_string_hash() -> None:
+    """The numpy form of Kafka's partitioner hash against the readable one,
     on non-ASCII group ids, surrogate pairs (UTF-16 code units) and Integer.MIN_VALUE."""
     import random
-
-    from pyspark.sql import functions as F
 
     from sharestate.kafka.partitioning import (
         java_string_hash,
@@ -1395,17 +1377,8 @@ def test_kafka_key_hash_column_agrees_with_java_string_hash(spark: SparkSession)
     group = "".join(reversed(digits))
     assert java_string_hash(group + rest) == -(1 << 31)
     rows.append((group, "topic", 0))
-    df = spark.createDataFrame(rows, "g string, t string, p int")
-    hashed = df.withColumn("h", audits.kafka_key_hash(F.col("g"), F.col("t"), F.col("p")))
-    got = {(r.g, r.t, r.p): r.h for r in hashed.collect()}
     expected = {k: kafka_abs(java_string_hash(f"{k[0]}:{k[1]}:{k[2]}")) for k in rows}
-    assert got == expected
-    # The numpy form an incremental run computes on the driver.
     assert dict(zip(rows, share_partition_key_hashes(rows).tolist(), strict=True)) == expected
-    nulls = spark.createDataFrame([(None, "t", 1)], "g string, t string, p int")
-    assert (
-        nulls.select(audits.kafka_key_hash(F.col("g"), F.col("t"), F.col("p"))).first()[0] is None
-    )
 
 
 @pytest.mark.spark
@@ -1413,12 +1386,24 @@ def test_archived_ranges_go_on_from_stored_ranges(spark: SparkSession, fast_sql:
     """An incremental run merges new intervals into the stored ranges (only those that
     overlap or touch the new intervals' span are merged again): at every cut of the hand-built
     records, stored + newer records gives the ranges of all records."""
-    records, state = _hand_records(spark), _hand_state(spark)
-    whole = sorted(audits.archived_ranges(records, state, 5).collect())
+    records, state = _hand_records(spark).toArrow(), _hand_state(spark).toArrow()
+    whole = sorted(
+        map(
+            repr,
+            ranges_arrow.with_final_state(
+                ranges_arrow.merged_intervals(records, 5), state
+            ).to_pylist(),
+        )
+    )
     assert len(whole) >= 4
+    final = ranges_arrow.final_state_columns(state)
     cuts = sorted({so for _, so, *_ in RECORDS})
     for cut in cuts[1:]:
-        before = sf.col("source_offset") < sf.lit(cut)
-        stored = audits.archived_ranges(records.filter(before), state, 5)
-        got = audits.archived_ranges(records.filter(~before), state, 5, stored)
-        assert sorted(got.select(*whole[0].__fields__).collect()) == whole, cut
+        before = pc.less(records.column("source_offset"), cut)
+        stored = ranges_arrow.archived_ranges(
+            ranges_arrow.reasoned_intervals(records.filter(before), 5), final
+        )
+        got = ranges_arrow.archived_ranges(
+            ranges_arrow.reasoned_intervals(records.filter(pc.invert(before)), 5), final, stored
+        )
+        assert sorted(map(repr, got.to_pylist())) == whole, cut

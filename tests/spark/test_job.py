@@ -18,17 +18,17 @@ import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
 from deltalake import DeltaTable
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sharestate import places
 from sharestate.errors import InvalidConfigError
-from sharestate.io.checkpoint import read_checkpoint
+from sharestate.io.checkpoint import Extent, read_checkpoint
 from sharestate.job import JobConfig, cli, compute, summarize
 from sharestate.job import main as job_main
-from sharestate.job import run as run_module
 from sharestate.job.config import build_config, read_config_file
-from sharestate.job.extents import position_extents_of
 from sharestate.job.session import read_spark_defaults
+from sharestate.places import arrow_frame
 from sharestate.sample.exports import SampleSpec, write_sample
 from tests.conftest import SESSION
 from tests.support.paths import ROOT
@@ -219,7 +219,7 @@ def _as_of_values(sample: Path) -> list[str | None]:
 def test_written_tables_equal_computed_ones(
     spark: SparkSession, sample: Path, tmp_path: Path, as_of_index: int
 ) -> None:
-    """The job audits the per-record tables as it wrote them (`WrittenTables`), a notebook's
+    """The job audits the per-record tables as it wrote them (`audit_written`), a notebook's
     `compute` the DataFrames it decoded and replayed: the same tables, --as-of or not."""
     config = JobConfig(
         share_state=str(sample / "share_state"),
@@ -237,20 +237,22 @@ def test_written_tables_equal_computed_ones(
     )
     assert 0 < replayed < records if config.as_of else replayed == records
     try:
-        for name, df in computed.tables().items():
+        for name, rows in computed.tables().items():
+            df = rows if isinstance(rows, DataFrame) else arrow_frame(spark, rows)
             written = spark.read.format("delta").load(str(tmp_path / "out" / name))
             assert_df_equality(written, df, ignore_row_order=True, ignore_nullable=True)
     finally:
         computed.unpersist()
 
 
-def test_a_small_run_writes_its_small_tables_from_the_driver_with_the_same_rows(
+def test_a_run_on_the_driver_writes_the_tables_of_a_run_in_spark(
     spark: SparkSession, sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A full run over few rows (`SMALL_RUN_ROWS`) audits on the driver in Arrow, brings
-    every table but the two per-record ones there and commits them by delta-rs, and counts
-    its summary there: the same tables and summary as the run that audits and writes them
-    through Spark (the lag table too: end offsets for half the topic-partitions)."""
+    """A full run over few rows (`places.DRIVER_ROWS`) works on the driver: its audits read
+    the written tables as Arrow, every table but the two per-record ones comes there and is
+    committed by delta-rs, and its summary is counted there. A run over more works in
+    Spark's tasks (the audits' per-key steps, the per-record tables' writes): the same
+    tables and summary (the lag table too: end offsets for half the topic-partitions)."""
     outputs = {"small": tmp_path / "small", "spark": tmp_path / "spark"}
     ends = tmp_path / "end_offsets"
     ends.mkdir()
@@ -270,14 +272,16 @@ def test_a_small_run_writes_its_small_tables_from_the_driver_with_the_same_rows(
     summaries = {}
     for kind, output in outputs.items():
         if kind == "spark":
-            monkeypatch.setattr(run_module, "SMALL_RUN_ROWS", 0)
+            monkeypatch.setattr(places, "DRIVER_ROWS", -1)
         config = JobConfig(
             share_state=str(sample / "share_state"),
             consumer_offsets=str(sample / "consumer_offsets"),
             end_offsets=str(ends),
             output=str(output),
         )
-        summaries[kind] = {k: v for k, v in job_main(spark, config).items() if k != "run_at"}
+        summary = job_main(spark, config)
+        assert summary["worked_on"] == ("driver" if kind == "small" else "spark")
+        summaries[kind] = {k: v for k, v in summary.items() if k not in ("run_at", "worked_on")}
     assert summaries["small"] == summaries["spark"]
     assert summaries["small"]["lag"]["share_partitions"] > 0
     for table in (*TABLES, *MAYBE_EMPTY, "share_partition_lag"):
@@ -294,7 +298,11 @@ def test_a_small_run_writes_its_small_tables_from_the_driver_with_the_same_rows(
     assert all(
         writers["small"][t].startswith("delta-rs") for t in ("poison_messages", "quarantine")
     )
-    assert all(writer.startswith("Apache-Spark") for writer in writers["spark"].values())
+    # In Spark, the tables of a row per record (and the quarantine) are Spark's writes; the
+    # audit tables come to the driver, where they are computed, and are committed there.
+    assert writers["spark"]["share_state_records"].startswith("Apache-Spark")
+    assert writers["spark"]["quarantine"].startswith("Apache-Spark")
+    assert writers["spark"]["poison_messages"].startswith("delta-rs")
     assert DeltaTable(str(outputs["small"] / "poison_messages")).metadata().partition_columns == [
         "settled"
     ]
@@ -310,7 +318,26 @@ def test_a_small_run_writes_its_small_tables_from_the_driver_with_the_same_rows(
         ("share_state", "share_state_records"),
         ("consumer_offsets", "share_group_records"),
     ):
-        found = position_extents_of(written[records], written["quarantine"], source)
+        # The exported positions, counted here in Spark SQL: the records' and the
+        # quarantined rows' of that input (not those of another topic).
+        quarantined = written["quarantine"].filter(
+            (F.col("source") == source) & (F.col("reason_kind") != "wrong topic")
+        )
+        positions = (
+            written[records]
+            .select("source_partition", "source_offset")
+            .unionByName(quarantined.select("source_partition", "source_offset"))
+        )
+        found = {
+            row["source_partition"]: Extent(row["first"], row["last"], row["rows"])
+            for row in positions.groupBy("source_partition")
+            .agg(
+                F.min("source_offset").alias("first"),
+                F.max("source_offset").alias("last"),
+                F.count(F.lit(1)).alias("rows"),
+            )
+            .collect()
+        }
         assert found and checkpoint.extents[source] == found
 
 
@@ -393,7 +420,7 @@ def test_a_failed_run_leaves_the_earlier_output_and_a_rerun_writes_it_again(
     def failing_audits(*args: object, **kwargs: object) -> None:
         raise RuntimeError("audits failed (injected)")
 
-    monkeypatch.setattr("sharestate.job.run.audit_replayed", failing_audits)
+    monkeypatch.setattr("sharestate.job.run.audit_written", failing_audits)
     caplog.set_level(logging.WARNING, logger="sharestate")
     # Another state (--as-of half-way), so the tables it writes before failing differ.
     with pytest.raises(RuntimeError, match="injected"):

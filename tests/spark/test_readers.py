@@ -58,7 +58,7 @@ def test_after_a_killed_run_readers_see_the_last_complete_run(
     def killed(*args: object, **kwargs: object) -> None:
         raise RuntimeError("killed (injected)")
 
-    monkeypatch.setattr("sharestate.job.run.audit_replayed", killed)
+    monkeypatch.setattr("sharestate.job.run.audit_written", killed)
     monkeypatch.setattr("sharestate.job.output_tables.OutputTables.put_back", lambda self: None)
     with pytest.raises(RuntimeError, match="killed"):
         job_main(spark, JobConfig(**{**config.__dict__, "as_of": "40"}))

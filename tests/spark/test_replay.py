@@ -227,10 +227,10 @@ def test_fold_finds_when_the_start_offset_last_moved(
     """The fold's SINCE and LATEST_TIMESTAMP (share_partition_state) equal what the window
     over the history (`start_offset_moves`, the reference) computes, also going on from a
     stored state."""
-    from sharestate.audits import start_offset_moves
     from sharestate.decode.columns import KEY
     from sharestate.replay.fold import LATEST_TIMESTAMP, SINCE
     from sharestate.sample.exports import SampleSpec, write_sample
+    from tests.support.start_offsets import start_offset_moves
 
     if engine == "jvm" and not available(spark):
         pytest.skip("sharestate-jvm.jar is not in .jars/: run `bash scripts/build_jvm.sh`")

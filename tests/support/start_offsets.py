@@ -1,6 +1,6 @@
 """When each share-partition's effective start offset last moved: the columns the replay's
 fold puts on `share_partition_state`, computed here from the history with a window (the
-reference the fold is tested against, and what a state built without the fold gets)."""
+reference the fold is tested against, and what the tests' hand-built states get)."""
 
 from __future__ import annotations
 
