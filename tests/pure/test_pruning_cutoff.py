@@ -253,9 +253,14 @@ def test_carried_cutoff_from_stored_extents_is_the_cutoff_of_every_position(seed
     # Only the stored table's extents carry on: its cut-offs are computed again.
     stored = pruning_arrow.pruning_cutoff(placements, older)
     found = pruning_arrow.carried_pruning_cutoff(placements, stored, newer, gap_ranges(positions))
-    assert _by_partition(found) == _by_partition(
-        pruning_arrow.pruning_cutoff(placements, positions)
+    whole = _by_partition(pruning_arrow.pruning_cutoff(placements, positions))
+    assert _by_partition(found) == whole
+    # Nothing stored: every position is new.
+    nothing_stored = pruning_arrow.PRUNING_SCHEMA.empty_table()
+    carried = pruning_arrow.carried_pruning_cutoff(
+        placements, nothing_stored, positions, gap_ranges(positions)
     )
+    assert _by_partition(carried) == whole
 
 
 def test_positions_without_placements_have_no_carried_cutoff() -> None:
