@@ -1,5 +1,5 @@
-"""A sample export computed by the full pipeline, for tests that hold an incremental step's
-Arrow twin equal to the DataFrame version a full run uses."""
+"""A sample export computed by the full pipeline: a realistic input for the tests of the
+audit tables' incremental merges."""
 
 from __future__ import annotations
 
