@@ -1,9 +1,9 @@
 """Audit tables: pure DataFrame -> DataFrame functions over the decoded and replayed tables.
 
-Nothing here builds a Spark session, reads or writes storage, or brings rows to the driver:
-every function returns a lazy DataFrame (a few use one-row aggregates cross-joined back, so
-choices such as the state-topic partition count are made inside Spark too). `audit(...)`
-builds them all; one module per table family:
+Nothing here builds a Spark session or reads or writes storage, and every function returns a
+lazy DataFrame. `audit(...)` builds them all; its findings are the one exception: the finding
+rules are Arrow functions (`findings`), and `audit` brings the few columns they read to the
+driver and runs them there. One module per table family:
 
 * `counts`: `delivery_counts`, offsets per (share-partition, delivery state, delivery count)
   in the final replayed state.
@@ -20,11 +20,12 @@ builds them all; one module per table family:
 * `lag`: `share_partition_lag`, lag per share-partition against a table of end offsets.
 * `start_offsets`: when each start offset last moved (the fold's columns, by a window).
 * `findings`: data-quality problems, one row each, with a severity and an actionable
-  message: one registered rule per kind of finding (`findings.RULES`).
+  message: one registered rule per kind of finding (`findings.RULES`), each one function
+  over Arrow tables (`audit` gives them its inputs as Arrow).
 * `driver`: every table above in Arrow on the driver, from each one's Arrow twin
-  (`counts_arrow`, `ranges_arrow`, `segments_arrow`, `pruning_arrow`, `groups_arrow`,
-  `findings_arrow`; pure pyarrow and numpy, held equal to the DataFrame versions by the
-  tests): what a small run and an incremental run's touched share-partitions use.
+  (`counts_arrow`, `ranges_arrow`, `segments_arrow`, `pruning_arrow`, `groups_arrow`; pure
+  pyarrow and numpy, held equal to the DataFrame versions by the tests) and the finding
+  rules: what a small run and an incremental run's touched share-partitions use.
 * `columns`, `options`: the column helpers they share; the run's settings.
 
 Column meanings, and why each rule is what it is: docs/audits.md.
@@ -32,10 +33,13 @@ Column meanings, and why each rule is what it is: docs/audits.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from sharestate.audits.columns import delivery_state_name, kafka_key_hash
 from sharestate.audits.counts import delivery_counts
@@ -43,17 +47,15 @@ from sharestate.audits.findings import (
     FINDINGS_SCHEMA,
     RULES,
     SEVERITIES,
+    STATE_COLUMNS,
     FindingCode,
-    FindingInputs,
     Severity,
     Source,
     catalog,
     findings_table,
-    per_record_findings,
-    wrong_state_partition_findings,
 )
-from sharestate.audits.findings.records import position_extents, quarantine_kinds
-from sharestate.audits.findings.snapshots import segment_starts
+from sharestate.audits.findings import records as finding_records
+from sharestate.audits.gaps_arrow import position_extents
 from sharestate.audits.groups import latest_group_records, share_groups, topic_names
 from sharestate.audits.lag import share_partition_lag
 from sharestate.audits.options import AuditOptions
@@ -74,9 +76,10 @@ from sharestate.audits.segments import (
     share_partition_placements,
     share_partition_segments,
 )
-from sharestate.audits.segments_arrow import PLACEMENT_KEY, SEGMENT_KEY
+from sharestate.audits.segments_arrow import PLACEMENT_KEY, SEGMENT_KEY, segment_starts
 from sharestate.audits.start_offsets import start_offset_moves
-from sharestate.decode.columns import KEY
+from sharestate.decode.columns import KEY, LOG_ORDER
+from sharestate.io.store import arrow_frame
 from sharestate.replay.fold import SINCE
 
 __all__ = [
@@ -107,9 +110,7 @@ __all__ = [
     "merge_ranges",
     "merge_segments",
     "poison_messages",
-    "position_extents",
     "pruning_cutoff",
-    "quarantine_kinds",
     "share_groups",
     "share_partition_lag",
     "share_partition_placements",
@@ -117,7 +118,6 @@ __all__ = [
     "start_offset_moves",
     "stored_ranges",
     "topic_names",
-    "wrong_state_partition_findings",
 ]
 
 
@@ -137,8 +137,8 @@ class Audits:
     findings: DataFrame
     share_groups: DataFrame | None = None
     share_partition_lag: DataFrame | None = None
-    #: What the finding rules read (for their Arrow twins, `findings_arrow`).
-    finding_inputs: FindingInputs | None = None
+    #: What the finding rules read, as Arrow (`findings.FindingInputs`' names).
+    finding_inputs: Mapping[str, Any] | None = None
 
 
 #: What `audit` does with results that several tables read, given together when they do
@@ -197,27 +197,22 @@ def audit(
     assert counts is not None and ranges is not None and segments is not None
     (placements,) = keep([(share_partition_placements(segments), True)])
     assert placements is not None
-    consumer_offsets_extents = None
-    if group_records is not None:
-        consumer_offsets_extents = position_extents(
-            exported_positions(group_records, quarantine, Source.CONSUMER_OFFSETS.value)
-        )
-    inputs = FindingInputs(
-        history=history,
-        share_state_positions=exported_positions(records, quarantine, Source.SHARE_STATE.value),
-        quarantine_kinds=quarantine_kinds(quarantine),
-        segment_starts=segment_starts(segments),
-        delivery_counts=counts,
+    positions = exported_positions(records, quarantine, Source.SHARE_STATE.value)
+    inputs = _finding_inputs(
+        positions,
+        state,
+        history,
+        quarantine,
+        options,
+        segments=segments,
+        counts=counts,
         placements=placements,
-        state=state,
-        delivery_count_limit=options.delivery_count_limit,
-        stall_span_seconds=options.stall_span_seconds,
-        state_topic_partitions=options.state_topic_partitions,
-        consumer_offsets_extents=consumer_offsets_extents,
         group_records=group_records,
         groups=groups,
         lag=lag,
     )
+    # Findings are few: one file when written.
+    findings = arrow_frame(records.sparkSession, findings_table(inputs)).coalesce(1)
     return Audits(
         delivery_counts=counts,
         archived_ranges=ranges,
@@ -225,9 +220,62 @@ def audit(
         archived_messages=archived_messages(ranges),
         segments=segments,
         placements=placements,
-        pruning_cutoff=pruning_cutoff(placements, inputs.share_state_positions),
-        findings=findings_table(inputs, per_record_findings(inputs)),
+        pruning_cutoff=pruning_cutoff(placements, positions),
+        findings=findings,
         share_groups=groups,
-        share_partition_lag=inputs.lag,
+        share_partition_lag=lag,
         finding_inputs=inputs,
     )
+
+
+def _finding_inputs(
+    positions: DataFrame,
+    state: DataFrame,
+    history: DataFrame,
+    quarantine: DataFrame,
+    options: AuditOptions,
+    *,
+    segments: DataFrame,
+    counts: DataFrame,
+    placements: DataFrame,
+    group_records: DataFrame | None,
+    groups: DataFrame | None,
+    lag: DataFrame | None,
+) -> dict[str, Any]:
+    """The finding rules' inputs, brought to the driver as Arrow (only the columns and rows
+    the rules read): a bridge until the audits themselves are computed in Arrow."""
+
+    def arrow(frame: DataFrame | None) -> pa.Table | None:
+        return None if frame is None else frame.toArrow()
+
+    quarantined = quarantine.select("source", "reason_kind", *LOG_ORDER)
+    consumer_offsets_extents = None
+    if group_records is not None:
+        consumer_offsets_extents = position_extents(
+            exported_positions(group_records, quarantine, Source.CONSUMER_OFFSETS.value).toArrow()
+        )
+    return {
+        # replay_error reads only the records the replay could not apply.
+        "history": arrow(
+            history.filter(F.col("replay_error").isNotNull()).select(
+                *KEY, *LOG_ORDER, "replay_error"
+            )
+        ),
+        "share_state_positions": positions.toArrow(),
+        "quarantine_kinds": finding_records.quarantine_kinds(quarantined.toArrow()),
+        "segment_starts": segment_starts(segments.toArrow()),
+        "delivery_counts": arrow(counts),
+        "placements": arrow(placements),
+        "state": arrow(state.select(*STATE_COLUMNS)),
+        "delivery_count_limit": options.delivery_count_limit,
+        "stall_span_seconds": options.stall_span_seconds,
+        "state_topic_partitions": options.state_topic_partitions,
+        "consumer_offsets_extents": consumer_offsets_extents,
+        # The rules read only the group records' latest time.
+        "group_records": arrow(
+            None if group_records is None else group_records.select("source_timestamp")
+        ),
+        "groups": arrow(groups),
+        "lag": arrow(lag),
+        "backfilled": None,
+    }

@@ -4,9 +4,9 @@ that fit in the driver's memory (a full run over at most `run.SMALL_RUN_ROWS` ro
 `audit` builds each table as a few Spark queries; over a small export their fixed cost (a
 Spark job per aggregation, a plan per query) is most of the run. Here each table is its
 Arrow twin (`counts_arrow`, `ranges_arrow`, `segments_arrow`, `pruning_arrow`,
-`groups_arrow`, `findings_arrow`), each tested equal to its DataFrame version; together
-they give the tables `audit` gives. Pure pyarrow and numpy: no Spark (the lag, which reads
-the --end-offsets table, comes in computed).
+`groups_arrow`), each tested equal to its DataFrame version, and the finding rules
+(`findings`, Arrow functions); together they give the tables `audit` gives. Pure pyarrow
+and numpy: no Spark (the lag, which reads the --end-offsets table, comes in computed).
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ import pyarrow.compute as pc
 
 from sharestate.audits import (
     counts_arrow,
-    findings_arrow,
     groups_arrow,
     pruning_arrow,
     ranges_arrow,
     segments_arrow,
 )
+from sharestate.audits.findings import findings_table
+from sharestate.audits.findings.records import exported_positions, quarantine_kinds
 from sharestate.audits.findings.registry import Source
-from sharestate.audits.findings_arrow.records import exported_positions, quarantine_kinds
 from sharestate.audits.gaps_arrow import position_extents
 from sharestate.audits.options import AuditOptions
 from sharestate.audits.ranges_arrow import REASON_DELIVERY_LIMIT
@@ -93,7 +93,7 @@ def audit_on_driver(
         extents = position_extents(
             exported_positions(group_records, quarantine, Source.CONSUMER_OFFSETS.value)
         )
-    findings = findings_arrow.findings_table(
+    findings = findings_table(
         {
             "history": history,
             "share_state_positions": positions,

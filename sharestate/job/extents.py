@@ -9,8 +9,9 @@ from collections.abc import Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
-from sharestate.audits import exported_positions, gaps_arrow, position_extents
+from sharestate.audits import exported_positions, gaps_arrow
 from sharestate.io.checkpoint import Extent
 from sharestate.job.pipeline import Results
 
@@ -75,7 +76,16 @@ def position_extents_of(
 ) -> dict[int, Extent]:
     """Per partition of input `source`: the extent of its exported positions among
     `records` and `quarantine`."""
-    extents = position_extents(exported_positions(records, quarantine, source))
+    # `gaps_arrow.position_extents` in Spark: the positions of a big export stay there.
+    extents = (
+        exported_positions(records, quarantine, source)
+        .groupBy("source_partition")
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.min("source_offset").alias("first_offset"),
+            F.max("source_offset").alias("last_offset"),
+        )
+    )
     return {
         int(row["source_partition"]): Extent(
             int(row["first_offset"]), int(row["last_offset"]), int(row["rows"])

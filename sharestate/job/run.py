@@ -21,10 +21,11 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sharestate.audits import quarantine_kinds
-from sharestate.audits.findings_arrow.records import (
+from sharestate.audits.driver import QUARANTINE_COLUMNS
+from sharestate.audits.findings.records import (
     exported_positions as exported_positions_arrow,
 )
+from sharestate.audits.findings.records import quarantine_kinds
 from sharestate.io import streams as streams_io
 from sharestate.io.changes import ExportFiles
 from sharestate.io.checkpoint import (
@@ -211,7 +212,8 @@ def _compute_and_write(
             if small is not None:
                 kinds, group_records = small.audits.quarantine_kinds, small.group_records
             else:
-                kinds = quarantine_kinds(written.quarantine)
+                # The rule's Arrow input, from the quarantine's few columns it reads.
+                kinds = quarantine_kinds(written.quarantine.select(*QUARANTINE_COLUMNS).toArrow())
                 group_records = written.share_group_records
             totals = running_totals(summary, kinds, group_records)
             checkpoint = Checkpoint(

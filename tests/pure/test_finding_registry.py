@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
-from pyspark.sql import DataFrame
 
 from sharestate.audits.findings import (
     PER_RECORD_RULES,
@@ -15,7 +15,7 @@ from sharestate.audits.findings import (
 from sharestate.audits.findings.registry import (
     PER_SHARE_PARTITION_INPUTS,
     FindingCode,
-    Found,
+    FoundRows,
     Severity,
     Source,
     finding_rule,
@@ -23,7 +23,7 @@ from sharestate.audits.findings.registry import (
 
 
 def test_a_per_share_partition_rule_may_read_only_per_share_partition_inputs() -> None:
-    def reads_the_lag(state: DataFrame, lag: DataFrame) -> Found:
+    def reads_the_lag(state: pa.Table, lag: pa.Table) -> FoundRows:
         """Reads the lag, which an incremental run writes whole."""
         raise AssertionError("not run")
 
@@ -40,7 +40,7 @@ def test_a_per_share_partition_rule_may_read_only_per_share_partition_inputs() -
 def test_only_a_per_share_partition_rule_may_read_segments_or_delivery_counts() -> None:
     # An incremental run gives the rules only the touched share-partitions' segments and
     # delivery counts: a rule over every share-partition reading them would see too few.
-    def counts_every_segment(segment_starts: DataFrame) -> Found:
+    def counts_every_segment(segment_starts: pa.Table) -> FoundRows:
         """Reads every segment, which an incremental run does not have."""
         raise AssertionError("not run")
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
-from dataclasses import fields as dataclass_fields
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -25,19 +25,19 @@ from pyspark.sql import functions as sf
 from pyspark.sql import types as T
 
 from sharestate import audits
-from sharestate.audits import findings_arrow, pruning_arrow, ranges_arrow
+from sharestate.audits import pruning_arrow, ranges_arrow
 from sharestate.audits.findings import (
     FINDINGS_SCHEMA,
+    PLACEMENT_RULES,
     RULES,
     SEVERITIES,
     FindingCode,
-    FindingInputs,
     FindingRule,
     Severity,
     catalog,
+    findings_of,
 )
 from sharestate.audits.findings.records import share_state_gap
-from sharestate.audits.findings_arrow.rows import FINDINGS_ARROW_SCHEMA, run_twin
 from sharestate.decode.columns import KEY, LOG_ORDER
 from sharestate.errors import InputSchemaError, InvalidConfigError
 from sharestate.io import read_end_offsets
@@ -315,35 +315,8 @@ class HandBuilt:
     groups: list[Any]
     lag: list[Any]
     findings: list[Any]
-    auto_partition_findings: list[Any]
-    #: What each finding rule found, for its Arrow twin (`findings_arrow`).
-    twins: list[TwinCase]
-
-
-@dataclass(frozen=True)
-class TwinCase:
-    """The finding rules' inputs, as Arrow (what their twins read), and each rule's rows
-    found by Spark from them (None: an input it needs is not there)."""
-
-    name: str
-    inputs: dict[str, Any]
-    expected: dict[str, pa.Table | None]
-
-
-def _twin_case(name: str, inputs: FindingInputs | dict[str, Any]) -> TwinCase:
-    given = (
-        {f.name: getattr(inputs, f.name) for f in dataclass_fields(inputs)}
-        if isinstance(inputs, FindingInputs)
-        else inputs
-    )
-    expected = {}
-    for rule in RULES:
-        if not set(rule.required_inputs) <= set(given):
-            continue
-        rows = rule.run_with({input: given.get(input) for input in rule.inputs})
-        expected[rule.name] = rows.toArrow() if rows is not None else None
-    arrow = {k: v.toArrow() if isinstance(v, DataFrame) else v for k, v in given.items()}
-    return TwinCase(name, arrow, expected)
+    #: The partition check's rows with the partition count inferred.
+    auto_partition_findings: list[dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
@@ -375,6 +348,16 @@ def _hand_state(spark: SparkSession) -> DataFrame:
         ],
         STATE_SCHEMA,
     )
+
+
+def _placement_findings(placements: pa.Table, partitions: int | None) -> list[dict[str, Any]]:
+    """The rows of the partition check's rules (`PLACEMENT_RULES`) over `placements`."""
+    found = findings_of(
+        PLACEMENT_RULES, {"placements": placements, "state_topic_partitions": partitions}
+    )
+    assert found is not None
+    rows: list[dict[str, Any]] = found.to_pylist()
+    return rows
 
 
 @pytest.fixture(scope="module")
@@ -421,30 +404,11 @@ def hand(spark: SparkSession, fast_sql: None) -> HandBuilt:
         groups=result.share_groups.collect(),
         lag=result.share_partition_lag.collect(),
         findings=result.findings.collect(),
-        auto_partition_findings=audits.wrong_state_partition_findings(
-            audits.share_partition_placements(result.segments), None
-        ).collect(),
-        twins=_hand_twin_cases(spark, result),
+        auto_partition_findings=_placement_findings(result.placements.toArrow(), None),
     )
     for frame in kept:
         frame.unpersist()
     return built
-
-
-def _hand_twin_cases(spark: SparkSession, result: audits.Audits) -> list[TwinCase]:
-    """The hand-built data's finding inputs; again with the partition count inferred, and
-    with rows backfilled below an incremental run's checkpoint."""
-    inputs = result.finding_inputs
-    assert inputs is not None
-    backfilled = spark.createDataFrame(
-        [("share_state", 0, 3), ("share_state", 0, 5), ("consumer_offsets", 3, 2)],
-        "source string, source_partition int, source_offset long",
-    )
-    return [
-        _twin_case("hand", inputs),
-        _twin_case("hand, count inferred", replace(inputs, state_topic_partitions=None)),
-        _twin_case("hand, backfilled", replace(inputs, backfilled=backfilled)),
-    ]
 
 
 # --- options -----------------------------------------------------------------------------------
@@ -701,10 +665,15 @@ def test_carried_pruning_cutoff_counts_records_before_it_from_the_gaps(
     old_history = history.filter(sf.col("source_offset") < boundary)
     new_history = history.filter(sf.col("source_offset") >= boundary)
     stored = audits.pruning_cutoff(placements(old_history), old_history.select(*LOG_ORDER))
-    gaps = share_state_gap(positions).select(
-        "source_partition",
-        sf.col("source_offset").alias("_from"),
-        (sf.col("source_offset") + sf.col("affected") - 1).alias("_to"),
+    found_gaps = share_state_gap(positions.toArrow())
+    gaps = pa.table(
+        {
+            "source_partition": found_gaps.column("source_partition"),
+            "_from": found_gaps.column("source_offset"),
+            "_to": pc.subtract(
+                pc.add(found_gaps.column("source_offset"), found_gaps.column("affected")), 1
+            ),
+        }
     )
     carried = pruning_arrow.carried_pruning_cutoff(
         audits.share_partition_placements(
@@ -714,7 +683,7 @@ def test_carried_pruning_cutoff_counts_records_before_it_from_the_gaps(
         ).toArrow(),
         stored.toArrow(),
         new_history.select(*LOG_ORDER).toArrow(),
-        gaps.toArrow(),
+        gaps,
     )
     expected = {r.source_partition: r.asDict() for r in whole.collect()}
     assert expected[0]["cutoff_offset"] == 65  # b's latest snapshot, below a's (80)
@@ -854,13 +823,13 @@ def test_findings(hand: HandBuilt) -> None:
 def test_state_partition_count_is_inferred_when_not_given(hand: HandBuilt) -> None:
     # Partitions 0-2 are exported: 3 fits five of six share-partitions, Kafka's 50 none.
     (only,) = hand.auto_partition_findings
-    assert (only.severity, only.code, only.group_id, only.source_partition) == (
+    assert (only["severity"], only["code"], only["group_id"], only["source_partition"]) == (
         "error",
         "wrong_state_partition",
         "stray",
         0,
     )
-    assert "of 3 (inferred: highest exported partition + 1)" in only.message
+    assert "of 3 (inferred: highest exported partition + 1)" in only["message"]
 
 
 @pytest.mark.spark
@@ -885,90 +854,14 @@ def test_partition_check_is_skipped_when_no_count_fits(spark: SparkSession, fast
     fits_8 = sum(state_topic_partition(*k, 8) == sp for sp, k in zip(placed, keys, strict=True))
     assert max(fits_50, fits_8) * 2 < len(keys)  # the premise of this test
     placements = audits.share_partition_placements(audits.share_partition_segments(history))
-    (only,) = audits.wrong_state_partition_findings(placements, None).collect()
-    assert (only.severity, only.code, only.affected) == ("info", "state_partition_check_skipped", 4)
-    placement_rules = [
-        rule for rule in RULES if set(rule.inputs) <= {"placements", "state_topic_partitions"}
-    ]
-    case = _twin_case("no count fits", {"placements": placements, "state_topic_partitions": None})
-    for rule in placement_rules:
-        _assert_twin_finds_the_same(rule, case)
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("partitions", [None, 8])
-def test_partition_check_with_the_key_hash_given_finds_the_same_rows(
-    spark: SparkSession, fast_sql: None, partitions: int | None
-) -> None:
-    """The placements an incremental run gives the check carry each key's hash
-    (`KEY_HASH`, computed on the driver): the rows are those of the hash computed in Spark."""
-    from sharestate.audits.findings.placement import KEY_HASH
-    from sharestate.kafka.partitioning import share_partition_key_hashes
-
-    keys = [(f"g{n % 3}", T1 if n % 2 else T2, n) for n in range(40)]
-    # Most keys where Kafka's partitioner puts them with 8 partitions, five elsewhere.
-    placed = [
-        (state_topic_partition(*k, 8) + (1 if n % 8 == 3 else 0)) % 8 for n, k in enumerate(keys)
-    ]
-    rows = [(*k, sp, 3, n) for n, (k, sp) in enumerate(zip(keys, placed, strict=True))]
-    schema = (
-        "group_id string, topic_id string, partition int, source_partition int,"
-        " records long, first_offset long"
+    (only,) = _placement_findings(placements.toArrow(), None)
+    assert (only["severity"], only["code"], only["affected"]) == (
+        "info",
+        "state_partition_check_skipped",
+        4,
     )
-    placements = spark.createDataFrame(rows, schema)
-    hashes = share_partition_key_hashes(keys).tolist()
-    given = spark.createDataFrame(
-        [(*row, h) for row, h in zip(rows, hashes, strict=True)], f"{schema}, {KEY_HASH} long"
-    )
-    expected = audits.wrong_state_partition_findings(placements, partitions).collect()
-    found = audits.wrong_state_partition_findings(given, partitions).collect()
-    assert sorted(found) == sorted(expected)
-    assert len(expected) == 5
-
-
-# --- the finding rules' Arrow twins ------------------------------------------------------------
-
-
-def _sorted_findings(table: pa.Table) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = (
-        table.select(FINDINGS_ARROW_SCHEMA.names).cast(FINDINGS_ARROW_SCHEMA).to_pylist()
-    )
-    return sorted(rows, key=lambda row: tuple("" if v is None else str(v) for v in row.values()))
-
-
-def _assert_twin_finds_the_same(rule: FindingRule[Any], case: TwinCase) -> int:
-    """The rows `rule`'s Arrow twin finds in `case` are the rule's: how many."""
-    if rule.name not in case.expected:
-        return 0
-    expected = case.expected[rule.name]
-    found = run_twin(rule, case.inputs)
-    if expected is None:
-        assert found is None, (rule.name, case.name)
-        return 0
-    assert found is not None, (rule.name, case.name)
-    assert _sorted_findings(found) == _sorted_findings(expected), (rule.name, case.name)
-    return expected.num_rows
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.name)
-def test_each_finding_rules_arrow_twin_finds_its_rows(
-    rule: FindingRule[Any], hand: HandBuilt, sample_run: SampleRun
-) -> None:
-    found = [_assert_twin_finds_the_same(rule, case) for case in [*hand.twins, sample_run.twins]]
-    # Each rule finds rows in some case (the check skipped: its own test, above).
-    assert sum(found) > 0 or rule.code == FindingCode.STATE_PARTITION_CHECK_SKIPPED, rule.name
-
-
-@pytest.mark.spark
-def test_the_arrow_findings_table_is_every_twins_rows(hand: HandBuilt) -> None:
-    (case, *_) = hand.twins
-    table = findings_arrow.findings_table(case.inputs)
-    expected = [rows for rows in case.expected.values() if rows is not None]
-    assert table.num_rows == sum(rows.num_rows for rows in expected) > 20
-    assert _sorted_findings(table) == _sorted_findings(
-        pa.concat_tables([rows.cast(FINDINGS_ARROW_SCHEMA) for rows in expected])
-    )
+    assert (only["group_id"], only["source_partition"], only["source_offset"]) == (None,) * 3
+    assert "fewer than half of the 4 share-partitions" in only["message"]
 
 
 # --- the finding registry ----------------------------------------------------------------------
@@ -980,9 +873,10 @@ PRODUCED_ELSEWHERE = {
     (FindingCode.STATE_PARTITION_CHECK_SKIPPED, "share_state"): (
         test_partition_check_is_skipped_when_no_count_fits.__name__
     ),
-    # Only an incremental run applies a backfill.
+    # Only an incremental run applies a backfill (and
+    # tests/spark/test_incremental.py::test_runs_over_a_growing_export_end_as_one_full_run).
     (FindingCode.BACKFILL_APPLIED, None): (
-        "tests/spark/test_incremental.py::test_runs_over_a_growing_export_end_as_one_full_run"
+        "tests/pure/test_finding_rules.py::test_backfill_applied_per_source_and_partition"
     ),
 }
 
@@ -1008,7 +902,7 @@ def test_finding_registry_lists_every_code_once_per_source() -> None:
         assert len(rule.description.split()) >= 20, rule.name  # what it means, what to do
     assert [entry.code for entry in catalog()] == list(FindingCode)
     assert all(entry.severities and entry.description for entry in catalog())
-    assert FINDINGS_SCHEMA.fieldNames() == [
+    assert FINDINGS_SCHEMA.names == [
         "severity",
         "code",
         "group_id",
@@ -1056,7 +950,6 @@ class SampleRun:
     group_records: list[Any]
     state: list[Any]
     delivery_counts: list[Any]
-    twins: TwinCase
     poison: list[Any]
     archived: list[Any]
     pruning: list[Any]
@@ -1114,15 +1007,9 @@ def sample_run(
             groups=results.share_groups.collect(),
             lag=results.share_partition_lag.collect(),
             findings=results.findings.collect(),
-            twins=_twin_case("sample", _finding_inputs(results.audits)),
         )
     finally:
         results.unpersist()
-
-
-def _finding_inputs(audited: audits.Audits | None) -> FindingInputs:
-    assert audited is not None and audited.finding_inputs is not None
-    return audited.finding_inputs
 
 
 Key = tuple[str, str, int]

@@ -40,7 +40,7 @@ def sample(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Ite
             results.share_state_records, results.quarantine, "share_state"
         ).cache()
         expected = _rows_of(audits.pruning_cutoff(placements, positions))
-        yield Sample(placements.toArrow(), positions, gap_ranges(positions).toArrow(), expected)
+        yield Sample(placements.toArrow(), positions, gap_ranges(positions.toArrow()), expected)
         positions.unpersist()
 
 

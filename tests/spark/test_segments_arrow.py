@@ -2,13 +2,14 @@
 incremental run does on the driver) give the rows of their DataFrame twins
 (`sharestate.audits.segments`, what a full run does), on a sample export's history and on
 that history split, per share-partition, at seeded random points into a stored and a new
-part."""
+part; and the segment starts the snapshot findings read, against a reference in Python."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,7 +18,6 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sharestate import audits
 from sharestate.audits import segments_arrow
-from sharestate.audits.findings import snapshots
 from sharestate.decode.columns import KEY
 from tests.support.computed import computed_sample
 
@@ -111,10 +111,56 @@ def test_empty_inputs_give_empty_tables_of_the_delta_schema() -> None:
     assert starts.schema == segments_arrow.SEGMENT_STARTS_SCHEMA
 
 
+def _null_first(values: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
+    """A sort key ordering nulls first, field by field (as a minimum of a struct)."""
+    return tuple((value is not None, value) for value in values)
+
+
+def _reference_segment_starts(segments: pa.Table) -> list[dict[str, Any]]:
+    """Per share-partition and segment, over its state-topic partitions' rows: the first
+    record by (partition, offset, type) and the first update by (partition, offset), nulls
+    first; the updates summed; and the share-partition's last segment."""
+    per_segment: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    last: dict[tuple[Any, ...], int] = {}
+    for row in segments.to_pylist():
+        key = tuple(row[c] for c in KEY)
+        per_segment.setdefault((*key, row["segment"]), []).append(row)
+        last[key] = max(row["segment"], last.get(key, row["segment"]))
+    out = []
+    for (*key, segment), rows in per_segment.items():
+        firsts = [(r["source_partition"], r["first_record"]) for r in rows]
+        record = min(
+            ((p, first["source_offset"], first["record_type"]) for p, first in firsts),
+            key=_null_first,
+        )
+        updates = [
+            (r["source_partition"], r["first_update_offset"])
+            for r in rows
+            if r["first_update_offset"] is not None
+        ]
+        update = min(updates, key=_null_first) if updates else None
+        counts = [r["updates"] for r in rows if r["updates"] is not None]
+        out.append(
+            {
+                **dict(zip(KEY, key, strict=True)),
+                "segment": segment,
+                "_first": dict(
+                    zip(("source_partition", "source_offset", "record_type"), record, strict=True)
+                ),
+                "_first_update": None
+                if update is None
+                else dict(zip(("source_partition", "source_offset"), update, strict=True)),
+                "_updates": sum(counts) if counts else None,
+                "_last_segment": last[tuple(key)],
+            }
+        )
+    return out
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("seed", [3])
-def test_segment_starts_equal_the_dataframe_ones(
-    spark: SparkSession, history: History, seed: int
+def test_segment_starts_are_the_first_records_and_updates_of_each_segment(
+    history: History, seed: int
 ) -> None:
     # Segments merged from two parts, as an incremental run has them.
     before, after = _split(history.arrow, seed)
@@ -130,7 +176,9 @@ def test_segment_starts_equal_the_dataframe_ones(
         pc.subtract(moved.column("source_partition"), 1).cast(pa.int32()),
     )
     segments = pa.concat_tables([segments, moved])
-    expected = snapshots.segment_starts(spark.createDataFrame(segments)).toArrow()
+    expected = pa.Table.from_pylist(
+        _reference_segment_starts(segments), schema=segments_arrow.SEGMENT_STARTS_SCHEMA
+    )
     found = segments_arrow.segment_starts(segments)
     key = (*KEY, "segment")
     schema = segments_arrow.SEGMENT_STARTS_SCHEMA
