@@ -80,9 +80,8 @@ def _placement_rows(placements: pa.Table, partitions: int | None) -> pa.Table:
 def test_the_partition_check_with_the_key_hash_given_finds_the_same_rows(
     partitions: int | None,
 ) -> None:
-    """The placements an incremental run gives the check carry each key's hash (`KEY_HASH`,
-    computed where it hashes its keys anyway): the rows are those of the hash computed by
-    the check."""
+    """Placements that carry each key's hash (`KEY_HASH`, as an incremental run's do) give
+    the rows of the hash the check computes itself."""
     keys = [(f"g{n % 3}", T1 if n % 2 else T2, n) for n in range(40)]
     # Most keys where Kafka's partitioner puts them with 8 partitions, five elsewhere.
     moved = [n for n in range(40) if n % 8 == 3]

@@ -34,8 +34,8 @@ from sharestate.decode.columns import KEY
 from sharestate.kafka.partitioning import DEFAULT_STATE_TOPIC_PARTITIONS, share_partition_key_hashes
 
 #: A column of the placements a caller may give with Kafka's partitioner hash of each key
-#: already computed (`partitioning.share_partition_key_hashes`): an incremental run does,
-#: where it hashes the keys for its own placements anyway.
+#: already computed (`partitioning.share_partition_key_hashes`; an incremental run's
+#: placements carry it): the check reads it instead of hashing the keys again.
 KEY_HASH: Final = "_key_hash"
 
 _DEFAULT_WHY = "Kafka's default, which fits this export"
