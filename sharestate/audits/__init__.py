@@ -17,7 +17,7 @@ one module per table family:
   coordinator holds them.
 * `lag`: `share_partition_lag`, lag per share-partition against a table of end offsets (a
   Spark join with the --end-offsets table, the one audit over an input only Spark reads).
-* `findings_arrow`: data-quality problems, one row each, with a severity and an actionable
+* `findings`: data-quality problems, one row each, with a severity and an actionable
   message: one registered rule per kind of finding (`findings.RULES`).
 
 The inputs that grow with the history (the records, the history, the exported positions)
@@ -46,10 +46,10 @@ from sharestate.audits import (
     ranges_arrow,
     segments_arrow,
 )
-from sharestate.audits.findings import RULES, FindingRule
+from sharestate.audits.findings import RULES, FindingRule, findings_table
+from sharestate.audits.findings.records import exported_positions, quarantine_kinds
 from sharestate.audits.findings.registry import SEVERITIES, Source
-from sharestate.audits.findings_arrow.records import exported_positions, quarantine_kinds
-from sharestate.audits.findings_arrow.rows import concat, empty_findings, run_twin
+from sharestate.audits.findings.rows import empty_findings
 from sharestate.audits.gaps_arrow import position_extents
 from sharestate.audits.lag import share_partition_lag
 from sharestate.audits.options import AuditOptions
@@ -132,14 +132,15 @@ _POSITION_RULES: Final = _rules_reading("share_state_positions")
 
 def _rule_step(rule: FindingRule[Any], name: str) -> Step:
     def step(rows: pa.Table) -> pa.Table:
-        found = run_twin(rule, {name: rows})
+        found = rule.run({name: rows})
         return found if found is not None else empty_findings()
 
     return step
 
 
 def _finding_steps(rules: tuple[FindingRule[Any], ...], name: str) -> dict[str, Step]:
-    return {f"finding:{rule.name}": _rule_step(rule, name) for rule in rules}
+    """Steps that run `rules` over the input `name` (their only one), by rule name."""
+    return {rule.name: _rule_step(rule, name) for rule in rules}
 
 
 def _share_state_positions(records: Frame, quarantine: pa.Table) -> Frame:
@@ -237,7 +238,11 @@ def audit(
         place,
     )
     log.info("read the positions per state-topic partition in %.1f s", time.monotonic() - started)
-    found = {**of_history, **of_positions}
+    found = {
+        rule.name: rows
+        for rule in (*_HISTORY_RULES, *_POSITION_RULES)
+        for rows in [{**of_history, **of_positions}[rule.name]]
+    }
 
     counts = counts_arrow.delivery_counts(state_rows, limit)
     groups = groups_arrow.share_groups(group_rows) if group_rows is not None else None
@@ -262,13 +267,6 @@ def audit(
         "lag": lag_rows,
         "backfilled": None,
     }
-    parts = []
-    for rule in RULES:
-        rows = found.get(f"finding:{rule.name}")
-        if rows is None:
-            rows = run_twin(rule, inputs)
-        if rows is not None:
-            parts.append(rows)
     poison = pc.equal(ranges.column("reason"), REASON_DELIVERY_LIMIT)
     return AuditTables(
         delivery_counts=counts,
@@ -277,7 +275,7 @@ def audit(
         segments=segments,
         placements=placements,
         pruning_cutoff=of_positions["pruning"],
-        findings=concat(parts),
+        findings=findings_table(inputs, found),
         share_groups=groups,
         share_partition_lag=lag_rows,
         quarantine_kinds=kinds,

@@ -1,7 +1,7 @@
 """The gaps of the `__share_group_state` export after an incremental run, in Arrow on the
 driver: from the stored gaps, the exported extents before the run and the run's new
-positions, never the stored positions. `findings.records.gap_ranges` is the DataFrame
-twin a full run computes from every position. Pure pyarrow and numpy: no Spark."""
+positions, never the stored positions. `findings.records.gap_ranges` finds them from every
+position, as a full run has them. Pure pyarrow and numpy: no Spark."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ _NOWHERE: Final = -1
 
 def position_extents(positions: pa.Table) -> pa.Table:
     """Per partition of `positions` (source_partition, source_offset): how many, the first
-    and the last (`findings.records.position_extents`)."""
+    and the last (what the checkpoint's extents and `consumer_offsets_gap` read)."""
     grouped = positions.group_by(["source_partition"], use_threads=False).aggregate(
         [("source_offset", "count"), ("source_offset", "min"), ("source_offset", "max")]
     )

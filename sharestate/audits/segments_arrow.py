@@ -195,7 +195,7 @@ def placements(segments: pa.Table) -> pa.Table:
     return pa.table(columns).cast(PLACEMENTS_SCHEMA)
 
 
-#: `segment_starts`'s columns (`sharestate.audits.findings.snapshots.segment_starts`).
+#: `segment_starts`' columns (what the rules of `sharestate.audits.findings.snapshots` read).
 SEGMENT_STARTS_SCHEMA: Final = pa.schema(
     [
         *_KEY_FIELDS,
@@ -224,8 +224,8 @@ def segment_starts(segments: pa.Table) -> pa.Table:
     """Per share-partition and segment (over its state-topic partitions), from its
     `share_partition_segments` rows: its first record (`_first`: on the lowest state-topic
     partition, as a minimum of the struct orders it), its first update (`_first_update`),
-    its updates (`_updates`) and the share-partition's last segment (`_last_segment`), as
-    `sharestate.audits.findings.snapshots.segment_starts` gives them."""
+    its updates (`_updates`) and the share-partition's last segment (`_last_segment`): what
+    the rules of `sharestate.audits.findings.snapshots` read."""
     if segments.num_rows == 0:
         return _empty(SEGMENT_STARTS_SCHEMA)
     segments = segments.cast(SEGMENTS_SCHEMA).combine_chunks()

@@ -24,8 +24,8 @@ from pyspark.sql import SparkSession
 
 from sharestate.arrow_keys import with_keys, without_keys
 from sharestate.audits import RECORD_COLUMNS
+from sharestate.audits.findings.records import exported_positions
 from sharestate.audits.findings.registry import Source
-from sharestate.audits.findings_arrow.records import exported_positions
 from sharestate.decode import spark as spark_decode
 from sharestate.decode.columns import KEY, LOG_ORDER
 from sharestate.decode.tables import (

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from sharestate.audits import AuditTables, gaps_arrow
-from sharestate.audits.findings.records import position_extents
 from sharestate.audits.pruning import exported_positions
 from sharestate.io.checkpoint import Extent
 
@@ -41,7 +41,22 @@ def position_extents_of(
 ) -> dict[int, Extent]:
     """Per partition of input `source`: the extent of its exported positions among
     `records` and `quarantine`."""
-    return _extents(position_extents(exported_positions(records, quarantine, source)).toArrow())
+    # `gaps_arrow.position_extents` in Spark: the positions of a big export stay there.
+    extents = (
+        exported_positions(records, quarantine, source)
+        .groupBy("source_partition")
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.min("source_offset").alias("first_offset"),
+            F.max("source_offset").alias("last_offset"),
+        )
+    )
+    return {
+        int(row["source_partition"]): Extent(
+            int(row["first_offset"]), int(row["last_offset"]), int(row["rows"])
+        )
+        for row in extents.collect()
+    }
 
 
 def arrow_extents(positions: pa.Table) -> dict[int, Extent]:

@@ -18,24 +18,29 @@ from pyspark.sql import functions as F
 from sharestate.arrow_keys import distinct_keys, rows_by_key, with_keys, without_keys
 from sharestate.audits import (
     QUARANTINE_COLUMNS,
-    findings_arrow,
     gaps_arrow,
     groups_arrow,
     pruning_arrow,
     segments_arrow,
 )
-from sharestate.audits.findings import PLACEMENT_RULES, STATE_SIZED_RULES, findings_of
-from sharestate.audits.findings.records import replay_error, share_state_gap
+from sharestate.audits.findings import (
+    FINDINGS_SCHEMA,
+    PLACEMENT_RULES,
+    STATE_COLUMNS,
+    STATE_SIZED_RULES,
+    concat,
+    findings_of,
+    per_share_partition_findings,
+    rows_of,
+)
+from sharestate.audits.findings import records as finding_records
+from sharestate.audits.findings.records import replay_error, share_state_gap, share_state_gap_rows
 from sharestate.audits.findings.registry import Source
-from sharestate.audits.findings_arrow import records as records_arrow
-from sharestate.audits.findings_arrow.records import share_state_gap_rows
-from sharestate.audits.findings_arrow.rows import FINDINGS_ARROW_SCHEMA, run_twin
 from sharestate.audits.groups import share_groups, topic_names
 from sharestate.audits.lag import share_partition_lag
 from sharestate.decode.columns import KEY
 from sharestate.io.checkpoint import Checkpoint
 from sharestate.io.exports import read_end_offsets
-from sharestate.io.store import arrow_frame
 from sharestate.job.config import JobConfig
 from sharestate.job.increment import DriverRows, Increment
 from sharestate.job.side_by_side import run_side_by_side
@@ -48,7 +53,9 @@ CONSUMER_OFFSETS = Source.CONSUMER_OFFSETS.value
 
 def known_gaps(findings: DataFrame) -> DataFrame:
     """The gaps of `__share_group_state` the stored findings list: partition, _from, _to."""
-    return findings.filter(share_state_gap.matches()).select(
+    # share_state_gap's rows, as `findings.rows_of` picks them on the driver.
+    ours = (F.col("code") == share_state_gap.code.value) & (F.col("source") == SHARE_STATE)
+    return findings.filter(ours).select(
         F.col("source_partition").alias("partition"),
         F.col("source_offset").alias("_from"),
         (F.col("source_offset") + F.col("affected") - 1).alias("_to"),
@@ -57,7 +64,7 @@ def known_gaps(findings: DataFrame) -> DataFrame:
 
 def known_gaps_arrow(findings: pa.Table) -> pa.Table:
     """`known_gaps` of the findings on the driver (source_partition, _from, _to)."""
-    gaps = findings.filter(findings_arrow.rows_of(findings, [share_state_gap]))
+    gaps = findings.filter(rows_of(findings, [share_state_gap]))
     start = gaps.column("source_offset")
     return pa.table(
         {
@@ -130,7 +137,7 @@ def prepare_audits(
     positions, gaps and per-record findings, depend on nothing of each other's: side by
     side. Then the rules over state-sized inputs, which read the groups, lag and quarantine
     counts (every finding rule but the per-record, per-share-partition and placement ones):
-    found here, on the driver (their Arrow twins, `findings_arrow`), the findings' own step
+    found here, on the driver, the findings' own step
     at the end of the run has only rows to gather. `stored_findings`: the findings table
     before the run; `backfilled`: source, source_partition, source_offset of the rows that
     arrived below the checkpoint."""
@@ -174,7 +181,7 @@ def prepare_audits(
         "backfilled": backfilled_rows,
     }
     if state is not None:
-        found = findings_arrow.findings_of(STATE_SIZED_RULES, inputs)
+        found = findings_of(STATE_SIZED_RULES, inputs)
     else:
         found = _state_sized_in_spark(increment, inputs)
     # Some rule always runs (decode_quarantine reads the counts every run has).
@@ -183,55 +190,50 @@ def prepare_audits(
 
 
 def _state_sized_in_spark(increment: Increment, inputs: dict[str, Any]) -> pa.Table | None:
-    """The state-sized rules' findings by the Spark rules, from the same inputs (a state
-    too big to bring to the driver): the inputs on the driver as local relations."""
-    spark = increment.store.spark
-    frames = {
-        name: arrow_frame(spark, value) if isinstance(value, pa.Table) else value
-        for name, value in inputs.items()
-    }
-    frames["state"] = increment.state
-    found = findings_of(STATE_SIZED_RULES, frames)
-    return found.toArrow() if found is not None else None
+    """The state-sized rules' findings for a state too big to bring to the driver whole:
+    only the columns the rules read of it (`STATE_COLUMNS`) come to the driver, where the
+    rules run (a bridge until the rules run in Spark's tasks)."""
+    state = increment.state.select(*STATE_COLUMNS).toArrow()
+    return findings_of(STATE_SIZED_RULES, {**inputs, "state": state})
 
 
 def _per_record_rows(increment: Increment, stored_findings: pa.Table, gaps: pa.Table) -> pa.Table:
     """The per-record rules' findings after this run: the stored replay errors (less those
     of the keys replayed again) with the new history's, and the gaps after this run."""
-    stored = stored_findings.select(FINDINGS_ARROW_SCHEMA.names).cast(FINDINGS_ARROW_SCHEMA)
-    errors = stored.filter(findings_arrow.rows_of(stored, [replay_error]))
+    stored = stored_findings.select(FINDINGS_SCHEMA.names).cast(FINDINGS_SCHEMA)
+    errors = stored.filter(rows_of(stored, [replay_error]))
     kept = errors.take(rows_by_key(errors, increment.again_keys, list(KEY), "left anti"))
-    new_errors = run_twin(replay_error, {"history": increment.history_rows()})
+    new_errors = replay_error.run({"history": increment.history_rows()})
     assert new_errors is not None
-    return findings_arrow.concat([kept, new_errors, share_state_gap_rows(gaps)])
+    return concat([kept, new_errors, share_state_gap_rows(gaps)])
 
 
 def per_share_partition_rows(
     increment: Increment, stored_findings: pa.Table, config: JobConfig
 ) -> pa.Table:
-    """The per-share-partition and placement rules' findings after this run, on the driver
-    (the rules' Arrow twins, `findings_arrow`): the stored per-share-partition rows of the
-    untouched keys with the touched keys' found again from their segments and delivery
-    counts, and the placement rules' rows from every share-partition's placements. They
+    """The per-share-partition and placement rules' findings after this run, on the
+    driver: the stored per-share-partition rows of the untouched keys with the touched
+    keys' found again from their segments and delivery counts, and the placement rules'
+    rows from every share-partition's placements. They
     read the touched keys' segments and the placements, which the segments' step computes
     on the driver before its commits, and nothing the other findings read: so they are
     found beside those commits (`write_segments`), off the findings' own path, which then
     only gathers rows."""
-    found = findings_arrow.per_share_partition_findings(
+    found = per_share_partition_findings(
         stored_findings,
         increment.touched_keys,
         segment_starts=segments_arrow.segment_starts(increment.touched_segments),
         delivery_counts=increment.new_delivery_counts(),
         delivery_count_limit=increment.delivery_count_limit,
     )
-    placed = findings_arrow.findings_of(
+    placed = findings_of(
         PLACEMENT_RULES,
         {
             "placements": increment.placement_rows,
             "state_topic_partitions": config.state_topic_partition_count,
         },
     )
-    return findings_arrow.concat([found, placed] if placed is not None else [found])
+    return concat([found, placed] if placed is not None else [found])
 
 
 def write_audits(
@@ -356,7 +358,7 @@ def _write_findings(
     """findings: the rows every rule found after this run, on the driver (`prepared`: the
     per-record and state-sized rules; `per_share_partition`: the per-share-partition and
     placement rules). Written whole from there (it is small), as one file."""
-    rows = findings_arrow.concat(
+    rows = concat(
         [prepared.per_record_findings, prepared.state_sized_findings, per_share_partition]
     )
     increment.record(increment.store.overwrite_arrow("findings", rows))
@@ -374,7 +376,7 @@ def _on_driver(table: DataFrame | pa.Table | None) -> pa.Table | None:
 def _quarantine_kinds(checkpoint: Checkpoint, quarantine: pa.Table) -> pa.Table:
     """The quarantine's counts per (source, reason_kind): the checkpoint's plus the new
     rows' (`quarantine_kinds` in Arrow: the first row the lowest in log order)."""
-    new = records_arrow.quarantine_kinds(quarantine.select(list(QUARANTINE_COLUMNS)))
+    new = finding_records.quarantine_kinds(quarantine.select(list(QUARANTINE_COLUMNS)))
     combined: dict[tuple[Any, Any], list[Any]] = {}
     stored = [tuple(kind) for kind in checkpoint.totals.get("quarantine_kinds") or []]
     for source, kind, rows, partition, offset in [*stored, *_kind_tuples(new)]:
@@ -383,13 +385,13 @@ def _quarantine_kinds(checkpoint: Checkpoint, quarantine: pa.Table) -> pa.Table:
         first = (partition, offset)
         if at[1] is None or _null_first(first) < _null_first(at[1]):
             at[1] = first
-    names = records_arrow.QUARANTINE_KINDS_SCHEMA.names
+    names = finding_records.QUARANTINE_KINDS_SCHEMA.names
     return pa.Table.from_pylist(
         [
             dict(zip(names, (source, kind, rows, *first), strict=True))
             for (source, kind), (rows, first) in combined.items()
         ],
-        schema=records_arrow.QUARANTINE_KINDS_SCHEMA,
+        schema=finding_records.QUARANTINE_KINDS_SCHEMA,
     )
 
 

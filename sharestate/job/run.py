@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sharestate.audits.findings_arrow.records import (
+from sharestate.audits.findings.records import (
     exported_positions as exported_positions_arrow,
 )
 from sharestate.io import streams as streams_io

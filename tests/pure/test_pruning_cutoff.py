@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pytest
 
 from sharestate.audits import pruning_arrow, segments_arrow
-from sharestate.audits.findings_arrow.records import gap_ranges
+from sharestate.audits.findings.records import gap_ranges
 from sharestate.audits.segments_arrow import PLACEMENTS_SCHEMA
 from sharestate.kafka.constants import SNAPSHOT, TOMBSTONE, UPDATE
 from tests.support.state_tables import at, random_history

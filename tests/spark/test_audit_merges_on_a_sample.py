@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 
 from sharestate import audits
 from sharestate.audits import pruning_arrow, ranges_arrow, segments_arrow
-from sharestate.audits.findings_arrow.records import exported_positions, gap_ranges
+from sharestate.audits.findings.records import exported_positions, gap_ranges
 from sharestate.decode.columns import KEY
 from tests.support.computed import computed_sample
 from tests.support.state_tables import rows

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from dataclasses import fields as dataclass_fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,19 +25,19 @@ from pyspark.sql import functions as sf
 from pyspark.sql import types as T
 
 from sharestate import audits
-from sharestate.audits import findings_arrow, pruning_arrow, ranges_arrow, segments_arrow
+from sharestate.audits import pruning_arrow, ranges_arrow, segments_arrow
 from sharestate.audits.findings import (
     FINDINGS_SCHEMA,
+    PLACEMENT_RULES,
     RULES,
     SEVERITIES,
     FindingCode,
-    FindingInputs,
     FindingRule,
     Severity,
     catalog,
+    findings_of,
 )
-from sharestate.audits.findings_arrow.records import gap_ranges
-from sharestate.audits.findings_arrow.rows import FINDINGS_ARROW_SCHEMA, run_twin
+from sharestate.audits.findings.records import gap_ranges
 from sharestate.decode.columns import KEY, LOG_ORDER
 from sharestate.errors import InputSchemaError, InvalidConfigError
 from sharestate.io import read_end_offsets
@@ -318,35 +317,8 @@ class HandBuilt:
     groups: list[Any]
     lag: list[Any]
     findings: list[Any]
-    auto_partition_findings: list[Any]
-    #: What each finding rule found, for its Arrow twin (`findings_arrow`).
-    twins: list[TwinCase]
-
-
-@dataclass(frozen=True)
-class TwinCase:
-    """The finding rules' inputs, as Arrow (what their twins read), and each rule's rows
-    found by Spark from them (None: an input it needs is not there)."""
-
-    name: str
-    inputs: dict[str, Any]
-    expected: dict[str, pa.Table | None]
-
-
-def _twin_case(name: str, inputs: FindingInputs | dict[str, Any]) -> TwinCase:
-    given = (
-        {f.name: getattr(inputs, f.name) for f in dataclass_fields(inputs)}
-        if isinstance(inputs, FindingInputs)
-        else inputs
-    )
-    expected = {}
-    for rule in RULES:
-        if not set(rule.required_inputs) <= set(given):
-            continue
-        rows = rule.run_with({input: given.get(input) for input in rule.inputs})
-        expected[rule.name] = rows.toArrow() if rows is not None else None
-    arrow = {k: v.toArrow() if isinstance(v, DataFrame) else v for k, v in given.items()}
-    return TwinCase(name, arrow, expected)
+    #: The partition check's rows with the partition count inferred.
+    auto_partition_findings: list[dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
@@ -378,6 +350,16 @@ def _hand_state(spark: SparkSession) -> DataFrame:
         ],
         STATE_SCHEMA,
     )
+
+
+def _placement_findings(placements: pa.Table, partitions: int | None) -> list[dict[str, Any]]:
+    """The rows of the partition check's rules (`PLACEMENT_RULES`) over `placements`."""
+    found = findings_of(
+        PLACEMENT_RULES, {"placements": placements, "state_topic_partitions": partitions}
+    )
+    assert found is not None
+    rows: list[dict[str, Any]] = found.to_pylist()
+    return rows
 
 
 def _hand_tables(
@@ -424,10 +406,6 @@ def _collected(spark: SparkSession, table: pa.Table | None) -> list[Any]:
 @pytest.fixture(scope="module")
 def hand(spark: SparkSession, fast_sql: None) -> HandBuilt:
     result, _ = _hand_tables(spark)
-    auto = findings_arrow.findings_of(
-        [rule for rule in RULES if rule.inputs == ("placements", "state_topic_partitions")],
-        {"placements": result.placements, "state_topic_partitions": None},
-    )
     return HandBuilt(
         delivery_counts=_collected(spark, result.delivery_counts),
         poison=_collected(spark, result.poison_messages),
@@ -436,8 +414,7 @@ def hand(spark: SparkSession, fast_sql: None) -> HandBuilt:
         groups=_collected(spark, result.share_groups),
         lag=_collected(spark, result.share_partition_lag),
         findings=_collected(spark, result.findings),
-        auto_partition_findings=_collected(spark, auto),
-        twins=[],
+        auto_partition_findings=_placement_findings(result.placements, None),
     )
 
 
@@ -864,13 +841,13 @@ def test_findings(hand: HandBuilt) -> None:
 def test_state_partition_count_is_inferred_when_not_given(hand: HandBuilt) -> None:
     # Partitions 0-2 are exported: 3 fits five of six share-partitions, Kafka's 50 none.
     (only,) = hand.auto_partition_findings
-    assert (only.severity, only.code, only.group_id, only.source_partition) == (
+    assert (only["severity"], only["code"], only["group_id"], only["source_partition"]) == (
         "error",
         "wrong_state_partition",
         "stray",
         0,
     )
-    assert "of 3 (inferred: highest exported partition + 1)" in only.message
+    assert "of 3 (inferred: highest exported partition + 1)" in only["message"]
 
 
 @pytest.mark.spark
@@ -895,69 +872,14 @@ def test_partition_check_is_skipped_when_no_count_fits(spark: SparkSession, fast
     fits_8 = sum(state_topic_partition(*k, 8) == sp for sp, k in zip(placed, keys, strict=True))
     assert max(fits_50, fits_8) * 2 < len(keys)  # the premise of this test
     placements = audits.share_partition_placements(audits.share_partition_segments(history))
-    (only,) = audits.wrong_state_partition_findings(placements, None).collect()
-    assert (only.severity, only.code, only.affected) == ("info", "state_partition_check_skipped", 4)
-    placement_rules = [
-        rule for rule in RULES if set(rule.inputs) <= {"placements", "state_topic_partitions"}
-    ]
-    case = _twin_case("no count fits", {"placements": placements, "state_topic_partitions": None})
-    for rule in placement_rules:
-        _assert_twin_finds_the_same(rule, case)
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("partitions", [None, 8])
-def test_partition_check_with_the_key_hash_given_finds_the_same_rows(
-    spark: SparkSession, fast_sql: None, partitions: int | None
-) -> None:
-    """The placements an incremental run gives the check carry each key's hash
-    (`KEY_HASH`, computed on the driver): the rows are those of the hash computed in Spark."""
-    from sharestate.audits.findings.placement import KEY_HASH
-    from sharestate.kafka.partitioning import share_partition_key_hashes
-
-    keys = [(f"g{n % 3}", T1 if n % 2 else T2, n) for n in range(40)]
-    # Most keys where Kafka's partitioner puts them with 8 partitions, five elsewhere.
-    placed = [
-        (state_topic_partition(*k, 8) + (1 if n % 8 == 3 else 0)) % 8 for n, k in enumerate(keys)
-    ]
-    rows = [(*k, sp, 3, n) for n, (k, sp) in enumerate(zip(keys, placed, strict=True))]
-    schema = (
-        "group_id string, topic_id string, partition int, source_partition int,"
-        " records long, first_offset long"
+    (only,) = _placement_findings(placements.toArrow(), None)
+    assert (only["severity"], only["code"], only["affected"]) == (
+        "info",
+        "state_partition_check_skipped",
+        4,
     )
-    placements = spark.createDataFrame(rows, schema)
-    hashes = share_partition_key_hashes(keys).tolist()
-    given = spark.createDataFrame(
-        [(*row, h) for row, h in zip(rows, hashes, strict=True)], f"{schema}, {KEY_HASH} long"
-    )
-    expected = audits.wrong_state_partition_findings(placements, partitions).collect()
-    found = audits.wrong_state_partition_findings(given, partitions).collect()
-    assert sorted(found) == sorted(expected)
-    assert len(expected) == 5
-
-
-# --- the finding rules' Arrow twins ------------------------------------------------------------
-
-
-def _sorted_findings(table: pa.Table) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = (
-        table.select(FINDINGS_ARROW_SCHEMA.names).cast(FINDINGS_ARROW_SCHEMA).to_pylist()
-    )
-    return sorted(rows, key=lambda row: tuple("" if v is None else str(v) for v in row.values()))
-
-
-def _assert_twin_finds_the_same(rule: FindingRule[Any], case: TwinCase) -> int:
-    """The rows `rule`'s Arrow twin finds in `case` are the rule's: how many."""
-    if rule.name not in case.expected:
-        return 0
-    expected = case.expected[rule.name]
-    found = run_twin(rule, case.inputs)
-    if expected is None:
-        assert found is None, (rule.name, case.name)
-        return 0
-    assert found is not None, (rule.name, case.name)
-    assert _sorted_findings(found) == _sorted_findings(expected), (rule.name, case.name)
-    return expected.num_rows
+    assert (only["group_id"], only["source_partition"], only["source_offset"]) == (None,) * 3
+    assert "fewer than half of the 4 share-partitions" in only["message"]
 
 
 # --- the finding registry ----------------------------------------------------------------------
@@ -969,9 +891,10 @@ PRODUCED_ELSEWHERE = {
     (FindingCode.STATE_PARTITION_CHECK_SKIPPED, "share_state"): (
         test_partition_check_is_skipped_when_no_count_fits.__name__
     ),
-    # Only an incremental run applies a backfill.
+    # Only an incremental run applies a backfill (and
+    # tests/spark/test_incremental.py::test_runs_over_a_growing_export_end_as_one_full_run).
     (FindingCode.BACKFILL_APPLIED, None): (
-        "tests/spark/test_incremental.py::test_runs_over_a_growing_export_end_as_one_full_run"
+        "tests/pure/test_finding_rules.py::test_backfill_applied_per_source_and_partition"
     ),
 }
 
@@ -997,7 +920,7 @@ def test_finding_registry_lists_every_code_once_per_source() -> None:
         assert len(rule.description.split()) >= 20, rule.name  # what it means, what to do
     assert [entry.code for entry in catalog()] == list(FindingCode)
     assert all(entry.severities and entry.description for entry in catalog())
-    assert FINDINGS_SCHEMA.fieldNames() == [
+    assert FINDINGS_SCHEMA.names == [
         "severity",
         "code",
         "group_id",
@@ -1045,7 +968,6 @@ class SampleRun:
     group_records: list[Any]
     state: list[Any]
     delivery_counts: list[Any]
-    twins: TwinCase
     poison: list[Any]
     archived: list[Any]
     pruning: list[Any]
@@ -1103,7 +1025,6 @@ def sample_run(
             groups=results.share_groups.collect(),
             lag=results.share_partition_lag.collect(),
             findings=results.findings.collect(),
-            twins=TwinCase("sample", {}, {}),
         )
     finally:
         results.unpersist()

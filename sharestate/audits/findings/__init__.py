@@ -3,22 +3,28 @@ message. One row per problem, with an `affected` count, so a table of millions o
 gives a readable list: per-record rows only where each record matters (replay errors, gaps in
 `__share_group_state`), per share-partition, group or input otherwise.
 
-Every finding is one rule (`registry.finding_rule`), and `RULES` below is the one table of
-them: the table is built from it, the run summary counts by its severities, the docs list it
-(`catalog`) and the tests check it. To add a finding: add its code to `FindingCode`, write
-its rule in the module of the table it reads, list the rule in `RULES`, and write its Arrow
-twin (`sharestate.audits.findings_arrow`, what small runs and incremental runs use).
+Every finding is one rule (`registry.finding_rule`): one function over Arrow tables, in the
+module of the table it reads. `RULES` below is the one table of them: the findings table is
+built from it (`findings_table`), the run summary counts by its severities, the docs list it
+(`catalog`) and the tests check it. A rule runs wherever its inputs are: on the driver, or in
+Spark's tasks over partitions of an input that hold whole keys (their rows then given to
+`findings_table` as `found`). To add a finding: add its code to `FindingCode`, write its
+rule in the module of the table it reads, and list it in `RULES`.
+
+Pure pyarrow and numpy: no Spark.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import reduce
 from typing import Any, Final
 
-from pyspark.sql import DataFrame
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from sharestate.arrow_keys import rows_by_key
 from sharestate.audits.findings.groups import (
     partition_not_initialized,
     state_for_deleted_group,
@@ -28,9 +34,9 @@ from sharestate.audits.findings.groups import (
 )
 from sharestate.audits.findings.lag import end_offset_missing, negative_lag
 from sharestate.audits.findings.placement import (
+    KEY_HASH,
     state_partition_check_skipped,
     wrong_state_partition,
-    wrong_state_partition_findings,
 )
 from sharestate.audits.findings.records import (
     backfill_applied,
@@ -42,44 +48,57 @@ from sharestate.audits.findings.records import (
 from sharestate.audits.findings.registry import (
     FINDINGS_SCHEMA,
     PER_RECORD_INPUTS,
+    PER_SHARE_PARTITION_INPUTS,
+    PER_SHARE_PARTITION_ONLY_INPUTS,
     SEVERITIES,
     FindingCode,
     FindingInputs,
     FindingRule,
+    FoundRows,
     Severity,
     Source,
+    finding_rule,
 )
+from sharestate.audits.findings.rows import concat
 from sharestate.audits.findings.snapshots import (
     state_without_snapshot,
     update_after_tombstone,
     update_before_snapshot,
 )
 from sharestate.audits.findings.state import delivery_count_above_limit, spso_stalled
+from sharestate.decode.columns import KEY
+from sharestate.replay.fold import LATEST_TIMESTAMP, SINCE
 
 __all__ = [
     "FINDINGS_SCHEMA",
+    "KEY_HASH",
     "PER_RECORD_INPUTS",
     "PER_RECORD_RULES",
+    "PER_SHARE_PARTITION_INPUTS",
+    "PER_SHARE_PARTITION_ONLY_INPUTS",
     "PER_SHARE_PARTITION_RULES",
     "PLACEMENT_RULES",
     "RULES",
     "SEVERITIES",
+    "STATE_COLUMNS",
     "STATE_SIZED_RULES",
     "FindingCode",
     "FindingDescription",
     "FindingInputs",
     "FindingRule",
+    "FoundRows",
     "Severity",
     "Source",
     "catalog",
+    "concat",
+    "finding_rule",
     "findings_of",
     "findings_table",
-    "per_record_findings",
     "per_share_partition_findings",
-    "wrong_state_partition_findings",
+    "rows_of",
 ]
 
-#: Every finding rule, once, in the order the `findings` table unions them.
+#: Every finding rule, once, in the order the `findings` table lists their rows.
 RULES: Final[tuple[FindingRule[Any], ...]] = (
     decode_quarantine,
     replay_error,
@@ -117,6 +136,19 @@ STATE_SIZED_RULES: Final = tuple(
     for rule in RULES
     if not (rule.per_record or rule.per_share_partition or rule in PLACEMENT_RULES)
 )
+#: The columns of `share_partition_state` the rules read: a caller bringing a big state to
+#: the rules needs no more of it.
+STATE_COLUMNS: Final = (
+    *KEY,
+    "deleted",
+    "last_source_partition",
+    "last_source_offset",
+    "effective_start_offset",
+    "available_offsets",
+    "acquired_offsets",
+    SINCE,
+    LATEST_TIMESTAMP,
+)
 
 
 @dataclass(frozen=True)
@@ -147,89 +179,71 @@ def catalog() -> tuple[FindingDescription, ...]:
     return tuple(out)
 
 
-def _union(parts: Sequence[DataFrame]) -> DataFrame:
-    return reduce(DataFrame.unionByName, parts)
-
-
-def per_record_findings(inputs: FindingInputs, stored: DataFrame | None = None) -> DataFrame:
-    """The rows of the per-record rules. `stored`: an earlier run's `findings`, whose rows of
-    these rules are kept; `inputs` then hold only the new history and positions (with each
-    partition's last stored position, so a gap across the boundary is found)."""
+def findings_table(
+    inputs: Mapping[str, Any], found: Mapping[str, pa.Table] | None = None
+) -> pa.Table:
+    """Every finding (`FINDINGS_SCHEMA`), in `RULES` order: the rows of each rule whose
+    inputs are there. `inputs`: a value (or None) for each `FindingInputs` field the rules
+    read, the tables as Arrow. `found`: rule name -> that rule's rows found already (by
+    Spark's tasks over a partitioned input, say), taken instead of running the rule."""
+    found = found or {}
+    if unknown := set(found) - {rule.name for rule in RULES}:
+        raise ValueError(f"rows given for no finding rule: {', '.join(sorted(unknown))}")
     parts = []
-    if stored is not None:
-        kept = reduce(lambda a, b: a | b, [rule.matches() for rule in PER_RECORD_RULES])
-        parts.append(stored.filter(kept).select(*FINDINGS_SCHEMA.fieldNames()))
-    for rule in PER_RECORD_RULES:
-        rows = rule.run(inputs)
-        assert rows is not None  # per-record inputs are never missing
-        parts.append(rows)
-    return _union(parts)
+    for rule in RULES:
+        rows = found[rule.name] if rule.name in found else rule.run(inputs)
+        if rows is not None:
+            parts.append(rows)
+    return concat(parts)
+
+
+def findings_of(rules: Sequence[FindingRule[Any]], inputs: Mapping[str, Any]) -> pa.Table | None:
+    """The rows of those of `rules` whose inputs are there, in one table (None when none
+    is)."""
+    parts = [rows for rule in rules if (rows := rule.run(inputs)) is not None]
+    return concat(parts) if parts else None
+
+
+def rows_of(findings: pa.Table, rules: Sequence[FindingRule[Any]]) -> pa.Array:
+    """Per row of `findings`, whether it is one of `rules`' (its code, and its source where
+    the rule has one)."""
+    return pa.array(_matches(findings, rules))
+
+
+def _matches(findings: pa.Table, rules: Sequence[FindingRule[Any]]) -> np.ndarray:
+    codes, sources = findings.column("code"), findings.column("source")
+    out = np.zeros(findings.num_rows, dtype=bool)
+    for rule in rules:
+        same = pc.equal(codes, rule.code.value)
+        if rule.source is not None:
+            same = pc.and_(same, pc.equal(sources, rule.source.value))
+        out |= pc.fill_null(same, False).to_numpy(zero_copy_only=False)
+    return out
 
 
 def per_share_partition_findings(
-    stored: DataFrame,
-    touched_keys: DataFrame,
+    stored: pa.Table,
+    touched_keys: pa.Table,
     *,
-    segment_starts: DataFrame,
-    delivery_counts: DataFrame,
-    state: DataFrame,
+    segment_starts: pa.Table,
+    delivery_counts: pa.Table,
     delivery_count_limit: int,
-) -> DataFrame:
+) -> pa.Table:
     """The rows of the per-share-partition rules after an incremental run: `stored` (an
     earlier run's `findings`) keeps those of the share-partitions not in `touched_keys`
-    (group_id, topic_id, partition), and the rules find those of the touched ones from the
-    inputs they read (`PER_SHARE_PARTITION_INPUTS`; `segment_starts` and `delivery_counts`
-    holding the touched share-partitions' rows). It needs nothing the other rules read, so
-    it can run as soon as the touched share-partitions' segments are known."""
-    inputs = {
-        "segment_starts": segment_starts,
-        "delivery_counts": delivery_counts,
-        "state": state,
-        "delivery_count_limit": delivery_count_limit,
-    }
-    kept = reduce(lambda a, b: a | b, [rule.matches() for rule in PER_SHARE_PARTITION_RULES])
-    parts = [
-        stored.filter(kept)
-        .join(touched_keys, ["group_id", "topic_id", "partition"], "left_anti")
-        .select(*FINDINGS_SCHEMA.fieldNames())
-    ]
-    for rule in PER_SHARE_PARTITION_RULES:
-        rows = rule.run_with(inputs)
-        assert rows is not None  # their inputs are never missing
-        parts.append(rows)
-    return _union(parts)
-
-
-def findings_of(rules: Sequence[FindingRule[Any]], inputs: Mapping[str, Any]) -> DataFrame | None:
-    """The rows of those of `rules` whose inputs are there, in one DataFrame (None when
-    none is). `inputs`: a value (or None) for each `FindingInputs` field the rules read."""
-    parts = [rows for rule in rules if (rows := rule.run_with(inputs)) is not None]
-    return _union(parts) if parts else None
-
-
-def findings_table(
-    inputs: FindingInputs,
-    per_record: DataFrame | None = None,
-    per_share_partition: DataFrame | None = None,
-) -> DataFrame:
-    """Every finding, one row each (`FINDINGS_SCHEMA`): the rows of every rule in `RULES`
-    whose inputs are there, with `per_record` (`per_record_findings`) in place of the
-    per-record rules' rows and `per_share_partition` (`per_share_partition_findings`) in
-    place of the per-share-partition rules' rows when given."""
-    if per_record is None:
-        per_record = per_record_findings(inputs)
-    parts = []
-    for rule in RULES:
-        if rule.per_record:
-            if rule is PER_RECORD_RULES[0]:
-                parts.append(per_record)
-        elif rule.per_share_partition and per_share_partition is not None:
-            if rule is PER_SHARE_PARTITION_RULES[0]:
-                parts.append(per_share_partition)
-        elif (rows := rule.run(inputs)) is not None:
-            parts.append(rows)
-    # A union of many small parts has a partition per part and shuffle partition: one file
-    # each when written. Findings are few; one partition writes one file. repartition, not
-    # coalesce: coalesce(1) would pull every part's upstream work (scans of the history)
-    # into a single task, with no parallelism left.
-    return _union(parts).repartition(1)
+    (group_id, topic_id, partition), and the rules find those of the touched ones
+    (`segment_starts` and `delivery_counts` holding their rows). It needs nothing the other
+    rules read, so it can run as soon as the touched share-partitions' segments are
+    known."""
+    stored = stored.select(FINDINGS_SCHEMA.names).cast(FINDINGS_SCHEMA)
+    ours = stored.filter(pa.array(_matches(stored, PER_SHARE_PARTITION_RULES)))
+    kept = ours.take(rows_by_key(ours, touched_keys, list(KEY), "left anti"))
+    found = findings_of(
+        PER_SHARE_PARTITION_RULES,
+        {
+            "segment_starts": segment_starts,
+            "delivery_counts": delivery_counts,
+            "delivery_count_limit": delivery_count_limit,
+        },
+    )
+    return concat([kept, found] if found is not None else [kept])

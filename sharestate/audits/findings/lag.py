@@ -1,53 +1,58 @@
-"""Findings of the lag table (`share_partition_lag`, with --end-offsets)."""
+"""Findings of the lag table (`share_partition_lag`, with --end-offsets): a row per live
+share-partition, with a lag below zero or no end offset."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from sharestate.audits.columns import message
 from sharestate.audits.findings.registry import (
+    AT_LAST_STATE_RECORD,
     FindingCode,
-    Found,
+    FoundRows,
     Severity,
     Source,
-    at_last_state_record,
     finding_rule,
 )
+from sharestate.audits.findings.rows import message
 
 
 @finding_rule(FindingCode.NEGATIVE_LAG, Severity.WARNING, source=Source.SHARE_STATE)
-def negative_lag(lag: DataFrame) -> Found:
+def negative_lag(lag: pa.Table) -> FoundRows:
     """A share-partition whose lag comes out below zero: its start offset is past the end
     offset given for it, so the end offsets were taken before the share-state export ends.
     Take the end offsets after the export."""
-    return Found(
-        lag.filter(F.col("lag") < 0),
+    found = lag.filter(pc.less(lag.column("lag"), 0), null_selection_behavior="drop")
+    return FoundRows(
+        found,
         message(
+            found.num_rows,
             "lag is ",
-            F.col("lag"),
+            found.column("lag"),
             " (end offset ",
-            F.col("end_offset"),
+            found.column("end_offset"),
             ", start offset ",
-            F.col("start_offset"),
+            found.column("start_offset"),
             ", method ",
-            F.col("lag_method"),
+            found.column("lag_method"),
             "): the end offsets were taken before the share-state export ends; take them after it",
         ),
-        at_last_state_record(),
+        AT_LAST_STATE_RECORD,
     )
 
 
 @finding_rule(FindingCode.END_OFFSET_MISSING, Severity.INFO, source=Source.SHARE_STATE)
-def end_offset_missing(lag: DataFrame) -> Found:
+def end_offset_missing(lag: pa.Table) -> FoundRows:
     """A live share-partition with no row in --end-offsets (rows are matched by topic_id, or
     by topic name through the group metadata): its lag is unknown. Add its topic-partition
     to the end offsets, or give --consumer-offsets so that topic names can be matched."""
-    return Found(
-        lag.filter(F.col("end_offset").isNull()),
-        F.lit(
+    found = lag.filter(pc.is_null(lag.column("end_offset")))
+    return FoundRows(
+        found,
+        message(
+            found.num_rows,
             "no end offset for this topic-partition in --end-offsets (rows are matched by"
-            " topic_id, or by topic name through the group metadata): its lag is unknown"
+            " topic_id, or by topic name through the group metadata): its lag is unknown",
         ),
-        at_last_state_record(),
+        AT_LAST_STATE_RECORD,
     )

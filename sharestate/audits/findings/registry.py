@@ -1,24 +1,23 @@
 """What a finding is: its code, severity and source, the `findings` table's columns, and the
 rule type every finding is registered with.
 
-A rule is one small function, decorated with `finding_rule(code, severity, ...)`. Its
-parameters name the inputs it reads (fields of `FindingInputs`); it returns the rows it found
-with a message and where each points (`Found`); the rule stamps the code, the severity and
-the source on them. Its docstring says what the finding means and what to do about it.
-`sharestate.audits.findings.RULES` lists every rule once, in the order the table is built.
+A rule is one small function over Arrow tables, decorated with `finding_rule(code,
+severity, ...)`. Its parameters name the inputs it reads (fields of `FindingInputs`); it
+returns the rows it found with a message and where each points (`FoundRows`); the rule
+stamps the code, the severity and the source on them. Its docstring says what the finding
+means and what to do about it. `sharestate.audits.findings.RULES` lists every rule once, in
+the order the table is built. Pure pyarrow: no Spark.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any, Final, Generic, ParamSpec, TypedDict, cast
+from typing import Any, Final, Generic, ParamSpec, TypeAlias, cast
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
+import pyarrow as pa
 
 
 class Severity(StrEnum):
@@ -68,56 +67,59 @@ class Source(StrEnum):
     CONSUMER_OFFSETS = "consumer_offsets"
 
 
-#: The `findings` table's columns, in order.
-FINDINGS_SCHEMA: Final = T.StructType(
+#: The `findings` table's columns, in order (a Spark schema, where one is needed, is this
+#: one converted: `pyspark.sql.pandas.types.from_arrow_schema`).
+FINDINGS_SCHEMA: Final = pa.schema(
     [
-        T.StructField("severity", T.StringType()),
-        T.StructField("code", T.StringType()),
-        T.StructField("group_id", T.StringType()),
-        T.StructField("topic_id", T.StringType()),
-        T.StructField("partition", T.IntegerType()),
-        T.StructField("source", T.StringType()),
-        T.StructField("source_partition", T.IntegerType()),
-        T.StructField("source_offset", T.LongType()),
-        T.StructField("affected", T.LongType()),
-        T.StructField("message", T.StringType()),
+        ("severity", pa.string()),
+        ("code", pa.string()),
+        ("group_id", pa.string()),
+        ("topic_id", pa.string()),
+        ("partition", pa.int32()),
+        ("source", pa.string()),
+        ("source_partition", pa.int32()),
+        ("source_offset", pa.int64()),
+        ("affected", pa.int64()),
+        ("message", pa.string()),
     ]
 )
 
 
 @dataclass(frozen=True)
 class FindingInputs:
-    """What the rules read. A rule's parameters are names of these fields; it runs when every
-    parameter without a default has a value here (a rule of the group metadata runs only with
-    `--consumer-offsets`, one of the lag only with `--end-offsets`)."""
+    """What the rules read, as Arrow tables (scalars as they are). A rule's parameters are
+    names of these fields; it runs when every parameter without a default has a value (a
+    rule of the group metadata runs only with `--consumer-offsets`, one of the lag only with
+    `--end-offsets`). Callers give the inputs as a mapping of these names."""
 
     #: Per-record inputs (`PER_RECORD_INPUTS`): in an incremental run only the new history
     #: rows, and the new exported positions plus each partition's last stored one. Only
     #: per-record rules read them; the earlier run's rows of those rules are kept.
-    history: DataFrame
-    share_state_positions: DataFrame
-    #: `quarantine_kinds`: the quarantined rows counted per (source, reason_kind).
-    quarantine_kinds: DataFrame
+    history: pa.Table
+    share_state_positions: pa.Table
+    #: `records.quarantine_kinds`: the quarantined rows counted per (source, reason_kind).
+    quarantine_kinds: pa.Table
     #: Per-share-partition-only inputs (`PER_SHARE_PARTITION_ONLY_INPUTS`): in an incremental
-    #: run only the touched share-partitions' rows. `segment_starts`: `snapshots.segment_starts`
-    #: of `share_partition_segments`, a row per share-partition and segment.
-    segment_starts: DataFrame
-    delivery_counts: DataFrame
+    #: run only the touched share-partitions' rows. `segment_starts`:
+    #: `segments_arrow.segment_starts` of `share_partition_segments`, a row per
+    #: share-partition and segment.
+    segment_starts: pa.Table
+    delivery_counts: pa.Table
     #: `share_partition_placements`: a row per share-partition and state-topic partition.
-    placements: DataFrame
-    state: DataFrame
+    placements: pa.Table
+    state: pa.Table
     delivery_count_limit: int
     stall_span_seconds: float
     state_topic_partitions: int | None = None
-    #: `position_extents` of the `__consumer_offsets` export.
-    consumer_offsets_extents: DataFrame | None = None
+    #: `gaps_arrow.position_extents` of the `__consumer_offsets` export.
+    consumer_offsets_extents: pa.Table | None = None
     #: The group records; the rules read only their latest `source_timestamp`.
-    group_records: DataFrame | None = None
-    groups: DataFrame | None = None
-    lag: DataFrame | None = None
+    group_records: pa.Table | None = None
+    groups: pa.Table | None = None
+    lag: pa.Table | None = None
     #: An incremental run's rows that arrived below the checkpoint (source,
     #: source_partition, source_offset); a full run has none.
-    backfilled: DataFrame | None = None
+    backfilled: pa.Table | None = None
 
 
 #: The inputs that hold only the new rows in an incremental run (see `FindingInputs`).
@@ -131,55 +133,57 @@ PER_SHARE_PARTITION_INPUTS: Final = frozenset(
 #: share-partitions' rows there (a rule over every share-partition reads `placements` or
 #: `state`).
 PER_SHARE_PARTITION_ONLY_INPUTS: Final = frozenset({"segment_starts", "delivery_counts"})
-_INPUT_NAMES: Final = frozenset(field.name for field in fields(FindingInputs))
+INPUT_NAMES: Final = frozenset(f.name for f in fields(FindingInputs))
 
+#: A value of a finding row's column: a column of the found rows (by name), one value for
+#: every row (a literal; None is null), or an array with a value per row.
+Value: TypeAlias = str | int | pa.Array | pa.ChunkedArray | None
 
-class Where(TypedDict, total=False):
-    """Where each found row points, and how many things it stands for (`affected`): a string
-    names a column of the rows, a Column is used as it is, a missing key is null."""
-
-    group_id: str | Column | None
-    topic_id: str | Column | None
-    partition: str | Column | None
-    source_partition: str | Column | None
-    source_offset: str | Column | None
-    affected: str | Column | None
-
-
-def at_last_state_record() -> Where:
-    """Where a row of a live share-partition (`share_partition_state`, `share_partition_lag`)
-    points: its share-partition and its last `__share_group_state` record, one each."""
-    return Where(
-        group_id="group_id",
-        topic_id="topic_id",
-        partition="partition",
-        source_partition="last_source_partition",
-        source_offset="last_source_offset",
-        affected=F.lit(1),
-    )
+#: Where a row of a live share-partition (`share_partition_state`, `share_partition_lag`)
+#: points: its share-partition and its last `__share_group_state` record, one each.
+AT_LAST_STATE_RECORD: Final[Mapping[str, Value]] = {
+    "group_id": "group_id",
+    "topic_id": "topic_id",
+    "partition": "partition",
+    "source_partition": "last_source_partition",
+    "source_offset": "last_source_offset",
+    "affected": 1,
+}
 
 
 @dataclass(frozen=True)
-class Found:
-    """What a rule returns: the rows it found, the message of each, where each points.
-    `severity` is given only by a rule registered with several severities (it picks one per
-    row), `source` only by a rule registered without a source (null when not given)."""
+class FoundRows:
+    """What a rule returns: the rows it found, the message of each, where each points
+    (`where`: keys `group_id`, `topic_id`, `partition`, `source_partition`,
+    `source_offset`, `affected`; a string names a column of `rows`, an int is a literal, an
+    array has a value per row, a missing key is null). `severity` is given only by a rule
+    registered with several severities (it picks one per row), `source` only by a rule
+    registered without a source (null when not given)."""
 
-    rows: DataFrame
-    message: Column
-    where: Where
-    severity: Column | None = None
-    source: Column | None = None
+    rows: pa.Table
+    message: pa.Array | pa.ChunkedArray
+    where: Mapping[str, Value] = field(default_factory=dict)
+    severity: pa.Array | pa.ChunkedArray | None = None
+    source: pa.Array | pa.ChunkedArray | None = None
+
+
+def _column(rows: pa.Table, value: Value, dtype: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    if isinstance(value, str):
+        return rows.column(value).cast(dtype)
+    if value is None or isinstance(value, int):
+        return pa.array([value] * rows.num_rows, dtype)
+    return value.cast(dtype)
+
+
+def _text(value: Value, n: int) -> pa.Array | pa.ChunkedArray:
+    if value is None or isinstance(value, str):
+        return pa.array([value] * n, pa.string())
+    if isinstance(value, int):
+        raise TypeError("a source is text")
+    return value.cast(pa.string())
 
 
 P = ParamSpec("P")
-
-
-def _as_column(value: str | Column | None, dtype: T.DataType) -> Column:
-    if value is None:
-        return F.lit(None).cast(dtype)
-    column = F.col(value) if isinstance(value, str) else value
-    return column.cast(dtype)
 
 
 @dataclass(frozen=True)
@@ -190,7 +194,7 @@ class FindingRule(Generic[P]):
 
     code: FindingCode
     severities: tuple[Severity, ...]
-    find: Callable[P, Found]
+    find: Callable[P, FoundRows]
     source: Source | None = None
     #: Each row is one record or one gap of `__share_group_state`: an incremental run keeps
     #: the earlier run's rows and finds those of the new rows only.
@@ -220,27 +224,16 @@ class FindingRule(Generic[P]):
         parameters = inspect.signature(self.find).parameters.values()
         return tuple(p.name for p in parameters if p.default is inspect.Parameter.empty)
 
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> DataFrame:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> pa.Table:
         return self.rows(self.find(*args, **kwargs))
 
-    def run(self, inputs: FindingInputs) -> DataFrame | None:
-        """The rule's rows from `inputs`; None when an input it needs is not there."""
-        return self.run_with({name: getattr(inputs, name) for name in self.inputs})
-
-    def run_with(self, inputs: Mapping[str, Any]) -> DataFrame | None:
-        """The rule's rows from `inputs` (a value for each `FindingInputs` field it reads);
-        None when an input it needs is None."""
-        values = {name: inputs[name] for name in self.inputs}
+    def run(self, inputs: Mapping[str, Any]) -> pa.Table | None:
+        """The rule's rows from `inputs` (a value, or None, for each `FindingInputs` field
+        it reads; a missing one counts as None); None when an input it needs is None."""
+        values = {name: inputs.get(name) for name in self.inputs}
         if any(values[name] is None for name in self.required_inputs):
             return None
-        return self.rows(cast(Callable[..., Found], self.find)(**values))
-
-    def matches(self) -> Column:
-        """Whether a `findings` row is one of this rule's."""
-        same_code = F.col("code") == F.lit(self.code.value)
-        if self.source is None:
-            return same_code
-        return same_code & (F.col("source") == F.lit(self.source.value))
+        return self.rows(cast(Callable[..., FoundRows], self.find)(**values))
 
     def check_found(self, *, severity_given: bool, source_given: bool) -> None:
         """What a rule's found rows give must fit its registration: a severity only when it
@@ -253,35 +246,33 @@ class FindingRule(Generic[P]):
         if self.source is not None and source_given:
             raise ValueError(f"finding rule {self.name}: its source is registered")
 
-    def rows(self, found: Found) -> DataFrame:
+    def rows(self, found: FoundRows) -> pa.Table:
         """`found` as `findings` rows, with this rule's code, severity and source."""
         self.check_found(
             severity_given=found.severity is not None, source_given=found.source is not None
         )
+        n = found.rows.num_rows
         severity = found.severity
         if severity is None:
-            severity = F.lit(self.severities[0].value)
-        source = found.source
+            severity = pa.array([self.severities[0].value] * n, pa.string())
+        source: Value = found.source
         if self.source is not None:
-            source = F.lit(self.source.value)
-        elif source is None:
-            source = F.lit(None)
-        types = {f.name: f.dataType for f in FINDINGS_SCHEMA.fields}
-        where: dict[str, Any] = dict(found.where)
-        return found.rows.select(
-            severity.alias("severity"),
-            F.lit(self.code.value).alias("code"),
-            _as_column(where.get("group_id"), types["group_id"]).alias("group_id"),
-            _as_column(where.get("topic_id"), types["topic_id"]).alias("topic_id"),
-            _as_column(where.get("partition"), types["partition"]).alias("partition"),
-            source.cast("string").alias("source"),
-            _as_column(where.get("source_partition"), types["source_partition"]).alias(
-                "source_partition"
-            ),
-            _as_column(where.get("source_offset"), types["source_offset"]).alias("source_offset"),
-            _as_column(where.get("affected"), types["affected"]).alias("affected"),
-            found.message.alias("message"),
-        )
+            source = self.source.value
+        columns: dict[str, Any] = {
+            "severity": severity.cast(pa.string()),
+            "code": pa.array([self.code.value] * n, pa.string()),
+        }
+        for name in ("group_id", "topic_id", "partition"):
+            columns[name] = _column(found.rows, found.where.get(name), _type(name))
+        columns["source"] = _text(source, n)
+        for name in ("source_partition", "source_offset", "affected"):
+            columns[name] = _column(found.rows, found.where.get(name), _type(name))
+        columns["message"] = found.message.cast(pa.string())
+        return pa.table(columns, schema=FINDINGS_SCHEMA)
+
+
+def _type(name: str) -> pa.DataType:
+    return FINDINGS_SCHEMA.field(name).type
 
 
 def finding_rule(
@@ -290,21 +281,21 @@ def finding_rule(
     source: Source | None = None,
     per_record: bool = False,
     per_share_partition: bool = False,
-) -> Callable[[Callable[P, Found]], FindingRule[P]]:
+) -> Callable[[Callable[P, FoundRows]], FindingRule[P]]:
     """Registers the decorated function as the rule of `code` with `severities` (one, or the
     several it picks from per row). Checked here, at import: a docstring, inputs that are
     `FindingInputs` fields, per-record inputs read by per-record rules only, and
     per-share-partition rules reading per-share-partition inputs only (and they alone
     reading `PER_SHARE_PARTITION_ONLY_INPUTS`)."""
 
-    def register(find: Callable[P, Found]) -> FindingRule[P]:
+    def register(find: Callable[P, FoundRows]) -> FindingRule[P]:
         rule = FindingRule(code, tuple(severities), find, source, per_record, per_share_partition)
         problems = []
         if not severities:
             problems.append("no severity")
         if not rule.description:
             problems.append("no docstring saying what it means and what to do")
-        if unknown := set(rule.inputs) - _INPUT_NAMES:
+        if unknown := set(rule.inputs) - INPUT_NAMES:
             problems.append(f"inputs {sorted(unknown)} are not FindingInputs fields")
         if per_record != bool(PER_RECORD_INPUTS & set(rule.inputs)):
             problems.append("per-record inputs are read by per-record rules, and only by them")

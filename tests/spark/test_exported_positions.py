@@ -1,7 +1,7 @@
-"""The inputs a small run computes in Arrow for the finding rules' twins
-(`findings_arrow.records.quarantine_kinds` and `exported_positions`) are the tables their
-Spark versions give from the same rows: with nulls, several sources, rows of another topic,
-and nothing at all."""
+"""The exported positions the finding rules read, as the driver computes them in Arrow
+(`findings.records.exported_positions`), are those Spark's `pruning.exported_positions`
+gives from the same rows (the pruning cut-off reads those): with nulls, several sources,
+rows of another topic, and nothing at all. (The rules' other inputs: tests/pure.)"""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from sharestate.audits.findings import records as spark_records
-from sharestate.audits.findings_arrow import records
+from sharestate.audits.findings import records
 from sharestate.audits.pruning import exported_positions
 
 QUARANTINE_SCHEMA = (
@@ -53,40 +52,6 @@ def _quarantine(spark: SparkSession, rows: list[tuple[Any, ...]]) -> DataFrame:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize(
-    "rows",
-    [
-        QUARANTINE,
-        QUARANTINE[:1],
-        [q for q in QUARANTINE if q[0] == "consumer_offsets"],
-        [],
-    ],
-    ids=["several sources and nulls", "one row", "one source", "empty"],
-)
-def test_quarantine_kinds_are_sparks(spark: SparkSession, rows: list[tuple[Any, ...]]) -> None:
-    quarantine = _quarantine(spark, rows)
-    _assert_same(
-        records.quarantine_kinds(quarantine.toArrow()), spark_records.quarantine_kinds(quarantine)
-    )
-
-
-@pytest.mark.spark
-def test_the_first_quarantined_row_is_first_in_log_order_nulls_first(spark: SparkSession) -> None:
-    kinds = records.quarantine_kinds(_quarantine(spark, QUARANTINE).toArrow())
-    first = {
-        (r["source"], r["reason_kind"]): (
-            r["rows"],
-            r["first_source_partition"],
-            r["first_source_offset"],
-        )
-        for r in kinds.to_pylist()
-    }
-    assert first[("share_state", "truncated")] == (4, None, 9)
-    assert first[("share_state", "unknown record type")] == (3, 1, None)
-    assert first[(None, None)] == (1, None, None)
-
-
-@pytest.mark.spark
 @pytest.mark.parametrize("source", ["share_state", "consumer_offsets", "other"])
 @pytest.mark.parametrize(
     "quarantined", [QUARANTINE, [], None], ids=["quarantine", "empty quarantine", "none"]
@@ -120,25 +85,3 @@ def test_exported_positions_keep_sparks_nullability(spark: SparkSession) -> None
             exported.toArrow(), None if quarantine is None else quarantine.toArrow(), "share_state"
         )
         _assert_same(found, exported_positions(exported, quarantine, "share_state"))
-
-
-@pytest.mark.spark
-def test_gap_ranges_are_sparks(spark: SparkSession) -> None:
-    """Repeated offsets and nulls count towards a partition's rows, as in Spark (a repeat can
-    hide a gap); rows without a partition are in none."""
-    positions = spark.createDataFrame(
-        [
-            *[(0, o) for o in (0, 0, 2)],  # a repeat hides the gap
-            *[(1, o) for o in (0, None, 3, 9, 10)],
-            *[(2, o) for o in (None, 1, 4, 4, 7)],
-            *[(None, o) for o in (0, 5)],
-            *[(3, o) for o in range(5)],
-            (4, None),
-        ],
-        "source_partition int, source_offset long",
-    )
-    found = records.gap_ranges(positions.toArrow())
-    assert found.schema == spark_records.gap_ranges(positions).toArrow().schema
-    assert _rows(found) == _rows(spark_records.gap_ranges(positions).toArrow())
-    assert found.num_rows == 4
-    assert _rows(records.gap_ranges(positions.limit(0).toArrow())) == []
