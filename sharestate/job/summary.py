@@ -21,7 +21,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sharestate.audits import REASON_DELIVERY_LIMIT, SEVERITIES
-from sharestate.decode.columns import KEY
 from sharestate.io.exports import count_rows
 from sharestate.job import summary_arrow
 from sharestate.job.pipeline import Results, audit_tables
@@ -37,35 +36,28 @@ _Pair = summary_arrow.Pair
 
 
 def summarize(results: Results, on_driver: Mapping[str, pa.Table] | None = None) -> dict[str, Any]:
-    """Counts for the run summary; every number comes from the data. Each count is a small
-    Spark job of its own, and they are independent: they run side by side. `on_driver`:
-    output table name -> its rows as written, for the tables the job brought to the driver
-    to write: those are counted there, with no Spark job."""
+    """Counts for the run summary; every number comes from the data. `on_driver`: output
+    table name -> its rows as written, for the tables the job brought to the driver to
+    write: those are counted there, with no Spark job; the others are counted in Spark's
+    tasks (`summary_arrow`: the same functions), side by side."""
     rows = dict(on_driver or {})
     groups = results.share_group_records
+    records = rows.get("share_state_records", results.share_state_records)
     quarantine_pairs, record_pairs, record_keys, state, group_counts, audits = run_side_by_side(
         [
-            lambda: (
-                summary_arrow.pair_counts(rows["quarantine"], "source", "reason_kind")
-                if "quarantine" in rows
-                else count_by_pair(results.quarantine, "source", "reason_kind")
+            lambda: summary_arrow.pair_counts(
+                rows.get("quarantine", results.quarantine), "source", "reason_kind"
+            ),
+            lambda: summary_arrow.pair_counts(records, "record_type", "layout"),
+            lambda: summary_arrow.record_keys(records),
+            lambda: summary_arrow.state_counts(
+                rows.get("share_partition_state", results.share_partition_state)
             ),
             lambda: (
-                summary_arrow.pair_counts(rows["share_state_records"], "record_type", "layout")
-                if "share_state_records" in rows
-                else count_by_pair(results.share_state_records, "record_type", "layout")
+                summary_arrow.group_record_counts(rows.get("share_group_records", groups))
+                if groups is not None
+                else None
             ),
-            lambda: (
-                summary_arrow.record_keys(rows["share_state_records"])
-                if "share_state_records" in rows
-                else _record_keys(results.share_state_records)
-            ),
-            lambda: (
-                summary_arrow.state_counts(rows["share_partition_state"])
-                if "share_partition_state" in rows
-                else _state_counts(results.share_partition_state)
-            ),
-            lambda: _group_counts(groups, rows),
             lambda: _audit_summary(results, rows),
         ],
         at_most=SUMMARY_COUNTERS,
@@ -146,45 +138,6 @@ def _input_counts(
             "skipped": "no --consumer-offsets given: group-metadata checks are skipped"
         }
     return out
-
-
-def _record_keys(records: DataFrame) -> dict[str, int]:
-    keys = (
-        records.groupBy(*KEY)
-        .count()
-        .agg(F.count(F.lit(1)).alias("keys"), F.countDistinct("group_id").alias("groups"))
-        .first()
-    )
-    return {
-        "share_partitions": int(keys["keys"]) if keys else 0,
-        "groups": int(keys["groups"]) if keys else 0,
-    }
-
-
-def _state_counts(state: DataFrame) -> dict[str, int]:
-    return {"share_partitions": state.count(), "deleted": state.filter(F.col("deleted")).count()}
-
-
-def _group_counts(
-    groups: DataFrame | None, on_driver: Mapping[str, pa.Table]
-) -> dict[str, Any] | None:
-    if groups is None:
-        return None
-    if "share_group_records" in on_driver:
-        return summary_arrow.group_record_counts(on_driver["share_group_records"])
-    return _group_record_counts(groups)
-
-
-def _group_record_counts(groups: DataFrame) -> dict[str, Any]:
-    by_record_type = count_by_value(groups, "record_type")
-    return {
-        "rows": sum(by_record_type.values()),
-        "by_record_type": by_record_type,
-        "share_groups": groups.filter(F.col("is_share_record"))
-        .select("group_id")
-        .distinct()
-        .count(),
-    }
 
 
 def _audit_summary(results: Results, on_driver: Mapping[str, pa.Table]) -> dict[str, Any]:

@@ -1,8 +1,11 @@
-"""The run summary's counts of the tables a run brought to the driver (Arrow): the same
-numbers `sharestate.job.summary` counts with Spark, with no Spark job."""
+"""The run summary's counts: of tables on the driver (Arrow), or of per-record tables in Spark
+(each count over the parts of its rows, in Spark's tasks, added up here): the same
+functions either way (`sharestate.places.by_key`)."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -10,21 +13,40 @@ import pyarrow.compute as pc
 
 from sharestate.audits import REASON_DELIVERY_LIMIT, SEVERITIES
 from sharestate.decode.columns import KEY
+from sharestate.places import Frame, Step, by_key
 
 #: One pair count: (first value, second value, rows).
 Pair = tuple[str, str, int]
 
 
-def pair_counts(table: pa.Table, first: str, second: str) -> list[Pair]:
+def _parts(frame: Frame, columns: Sequence[str], steps: dict[str, Step]) -> dict[str, pa.Table]:
+    """Each step over `frame`'s `columns`, per part of its rows (in Spark, per partition: no
+    shuffle); each step's parts are added up by its caller."""
+    if isinstance(frame, pa.Table):
+        return by_key(frame.select(list(columns)), None, steps, "driver")
+    return by_key(frame.select(*columns), None, steps, "spark")
+
+
+def _pairs(first: str, second: str, rows: pa.Table) -> pa.Table:
+    return rows.group_by([first, second]).aggregate([([], "count_all")])
+
+
+def _distinct(columns: Sequence[str], rows: pa.Table) -> pa.Table:
+    return rows.select(list(columns)).group_by(list(columns)).aggregate([])
+
+
+def pair_counts(frame: Frame, first: str, second: str) -> list[Pair]:
     """Rows per (first, second) value pair."""
-    counted = table.group_by([first, second]).aggregate([([], "count_all")])
-    return [(row[first], row[second], int(row["count_all"])) for row in counted.to_pylist()]
+    parts = _parts(frame, [first, second], {"pairs": functools.partial(_pairs, first, second)})
+    counted = parts["pairs"].group_by([first, second]).aggregate([("count_all", "sum")])
+    return [(row[first], row[second], int(row["count_all_sum"])) for row in counted.to_pylist()]
 
 
-def record_keys(records: pa.Table) -> dict[str, int]:
+def record_keys(records: Frame) -> dict[str, int]:
     """The share-partitions and groups the records name (a null group id is no group, as
     Spark's `countDistinct` has it)."""
-    keys = records.select(list(KEY)).group_by(list(KEY)).aggregate([])
+    parts = _parts(records, KEY, {"keys": functools.partial(_distinct, KEY)})
+    keys = _distinct(KEY, parts["keys"])
     return {
         "share_partitions": keys.num_rows,
         "groups": pc.count_distinct(keys.column("group_id"), mode="only_valid").as_py(),
@@ -52,18 +74,38 @@ def state_keys(state: pa.Table) -> dict[str, int]:
     }
 
 
-def state_counts(state: pa.Table) -> dict[str, int]:
-    return {"share_partitions": state.num_rows, "deleted": _true_count(state.column("deleted"))}
+def _state_rows(rows: pa.Table) -> pa.Table:
+    return pa.table({"rows": [rows.num_rows], "deleted": [_true_count(rows.column("deleted"))]})
 
 
-def group_record_counts(records: pa.Table) -> dict[str, Any]:
-    by_type = records.group_by(["record_type"]).aggregate([([], "count_all")]).to_pylist()
-    by_record_type = {str(r["record_type"]): int(r["count_all"]) for r in by_type}
-    share_records = records.filter(pc.fill_null(records.column("is_share_record"), False))
+def state_counts(state: Frame) -> dict[str, int]:
+    parts = _parts(state, ["deleted"], {"state": _state_rows})["state"]
+    return {
+        "share_partitions": _sum(parts.column("rows")),
+        "deleted": _sum(parts.column("deleted")),
+    }
+
+
+def _share_group_ids(rows: pa.Table) -> pa.Table:
+    shared = rows.filter(pc.fill_null(rows.column("is_share_record"), False))
+    return _distinct(["group_id"], shared)
+
+
+def group_record_counts(records: Frame) -> dict[str, Any]:
+    parts = _parts(
+        records,
+        ["record_type", "is_share_record", "group_id"],
+        {
+            "types": functools.partial(_pairs, "record_type", "is_share_record"),
+            "groups": _share_group_ids,
+        },
+    )
+    by_type = parts["types"].group_by(["record_type"]).aggregate([("count_all", "sum")])
+    by_record_type = {str(r["record_type"]): int(r["count_all_sum"]) for r in by_type.to_pylist()}
     return {
         "rows": sum(by_record_type.values()),
         "by_record_type": dict(sorted(by_record_type.items())),
-        "share_groups": len(pc.unique(share_records.column("group_id"))),
+        "share_groups": _distinct(["group_id"], parts["groups"]).num_rows,
     }
 
 

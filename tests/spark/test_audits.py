@@ -871,8 +871,8 @@ def test_partition_check_is_skipped_when_no_count_fits(spark: SparkSession, fast
     fits_50 = sum(state_topic_partition(*k, 50) == sp for sp, k in zip(placed, keys, strict=True))
     fits_8 = sum(state_topic_partition(*k, 8) == sp for sp, k in zip(placed, keys, strict=True))
     assert max(fits_50, fits_8) * 2 < len(keys)  # the premise of this test
-    placements = audits.share_partition_placements(audits.share_partition_segments(history))
-    (only,) = _placement_findings(placements.toArrow(), None)
+    placements = segments_arrow.placements(segments_arrow.history_segments(history.toArrow()))
+    (only,) = _placement_findings(placements, None)
     assert (only["severity"], only["code"], only["affected"]) == (
         "info",
         "state_partition_check_skipped",
