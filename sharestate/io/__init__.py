@@ -2,6 +2,8 @@
 
 * `exports`: reading the exports (Parquet, Delta, `kafka://`), their schema check, the
   --end-offsets table, counting and dropping repeated rows.
+* `brokers`: asking a `kafka://` input's cluster for its topic before any work (the
+  optional confluent-kafka).
 * `files`: file-system checks (a path inside a Delta table, the tables in a folder's
   sub-folders) and Spark's errors about unreadable files as one-line `InputError`s.
 * `tables`: writing the job's tables, putting them back after a failed run, reading them.

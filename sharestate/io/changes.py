@@ -8,16 +8,15 @@ can tell "nothing new" before it starts Spark, and tell a history's worth of new
 
 * Parquet folder: its files as Spark lists them (recursively, without names starting with
   `_` or `.`), with size and modification time.
-* Delta table: its version; the files new since a version are the `add` actions of the
-  commits after it (None where a commit did more than add files: the check is skipped).
+* Delta table: its version; the files new since a version are the files of the table now
+  that it did not have then, as delta-rs (`deltalake`) reads the two snapshots (None where
+  files went away in between, or rows were deleted in place: the check is skipped).
 * Anything else (off the local file system, `kafka://`): untracked; its stream tells.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -35,8 +34,6 @@ from sharestate.io.files import local_path
 PARQUET: Final = "parquet"
 DELTA: Final = "delta"
 UNTRACKED: Final = "untracked"
-_COMMIT: Final = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT_FILE: Final = re.compile(r"^(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet$")
 
 
 @dataclass(frozen=True)
@@ -89,11 +86,13 @@ def _list_local_parquet(root: str) -> dict[str, list[int]]:
 
 
 def _local_delta_version(root: str) -> int | None:
-    log = os.path.join(os.path.abspath(local_path(root)), "_delta_log")
-    versions = [int(m.group(1)) for n in os.listdir(log) if (m := _COMMIT.match(n))]
-    checkpoints = [int(m.group(1)) for n in os.listdir(log) if (m := _CHECKPOINT_FILE.match(n))]
-    found = versions + checkpoints
-    return max(found) if found else None
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(os.path.abspath(local_path(root))).version()
+    except TableNotFoundError:  # a `_delta_log/` without a commit yet
+        return None
 
 
 def list_export(path: str, fmt: str, spark: SparkSession | None = None) -> ExportFiles:
@@ -122,30 +121,25 @@ def new_files(path: str, earlier: ExportFiles, now: ExportFiles) -> list[str] | 
 
 
 def _delta_added_files(path: str, after: int, upto: int) -> list[str] | None:
-    """The data files the commits (after, upto] of a local Delta table added; None when a
-    commit did more than add files, or is no longer in the log."""
-    root = os.path.abspath(local_path(path))
-    added: list[str] = []
-    for version in range(after + 1, upto + 1):
-        commit = os.path.join(root, "_delta_log", f"{version:020d}.json")
-        if not os.path.exists(commit):
+    """The data files a local Delta table has at version `upto` and had not at `after`; None
+    when that does not tell the rows added: a file went away in between (rows deleted or
+    rewritten, a compaction), a file has rows deleted in place (a deletion vector), the files
+    name their columns otherwise than the table (column mapping: `rows_above` reads them by
+    name), or version `after` is no longer in the log."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
+    try:
+        table = DeltaTable(os.path.abspath(local_path(path)), version=upto)
+        mapping = table.metadata().configuration.get("delta.columnMapping.mode", "none")
+        if mapping != "none" or pa.table(table.deletion_vectors()).num_rows:
             return None
-        with open(commit, encoding="utf-8") as lines:
-            for line in lines:
-                action = json.loads(line) if line.strip() else {}
-                if "remove" in action and action["remove"].get("dataChange", True):
-                    return None
-                if "metaData" in action:
-                    configuration = action["metaData"].get("configuration") or {}
-                    if configuration.get("delta.columnMapping.mode", "none") != "none":
-                        return None
-                if "add" in action:
-                    add = action["add"]
-                    if add.get("deletionVector"):
-                        return None
-                    if add.get("dataChange", True):
-                        added.append(os.path.join(root, unquote(add["path"])))
-    return added
+        now = set(table.file_uris())
+        table.load_as_version(after)
+        before = set(table.file_uris())
+    except DeltaError:
+        return None
+    return sorted(now - before) if before <= now else None
 
 
 def rows_above(files: list[str], last_offsets: Mapping[int, int]) -> int:

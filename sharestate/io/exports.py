@@ -7,8 +7,8 @@ rows (at-least-once): `count_rows` counts them and `deduplicate` drops them.
 
 Spark's Kafka source (the consumer-based offset reader the job needs for internal topics)
 polls an unreachable address, or a topic the cluster lacks, without end: `wait_for_topic`
-asks the cluster for the topic first, with Kafka's protocol from this process
-(`sharestate.kafka.admin`), within a deadline (--kafka-timeout), so that a wrong address
+asks the cluster for the topic first, from this process (`sharestate.io.brokers`, with the
+optional confluent-kafka), within a deadline (--kafka-timeout), so that a wrong address
 costs that deadline and one line.
 """
 
@@ -125,18 +125,19 @@ def kafka_bootstrap(uri: str) -> str:
 def wait_for_topic(spark: SparkSession, uri: str, topic: str, timeout_seconds: float) -> None:
     """Return when the cluster of the `kafka://` input `uri` describes `topic`; else an
     `InputError` naming the address, after at most `timeout_seconds` (--kafka-timeout).
-    Asked from this process with Kafka's own protocol (`sharestate.kafka.admin`: no JVM,
-    so a Spark Connect session asks the same way)."""
-    from sharestate.kafka.admin import (
-        KafkaAdminError,
+    Asked from this process (`sharestate.io.brokers`: no JVM, so a Spark Connect session
+    asks the same way)."""
+    from sharestate.io.brokers import (
+        BrokerError,
+        KafkaClientMissingError,
         KafkaUnreachableError,
         UnknownTopicError,
-        describe_topic,
+        topic_partitions,
     )
 
     bootstrap = kafka_bootstrap(uri)
     try:
-        describe_topic(bootstrap, topic, timeout_seconds)
+        topic_partitions(bootstrap, topic, timeout_seconds)
     except UnknownTopicError:
         raise MissingTopicError(
             f"{uri}: the Kafka cluster at {bootstrap} has no topic {topic}"
@@ -147,7 +148,9 @@ def wait_for_topic(spark: SparkSession, uri: str, topic: str, timeout_seconds: f
             f"{timeout_seconds:g} s (--kafka-timeout); check the address and that the "
             "broker is up and reachable from here"
         ) from None
-    except KafkaAdminError as err:
+    except KafkaClientMissingError as err:
+        raise InputError(f"{uri}: {err}") from None
+    except BrokerError as err:
         raise InputError(f"{uri}: cannot reach topic {topic} at {bootstrap}: {err}") from None
 
 

@@ -15,13 +15,13 @@ other reads and changes, and so do other Delta readers.
 of a local output, the table read, filtered and written again on the driver (delta-rs's
 MERGE takes seconds to delete thousands of keys from a table that Arrow filters in
 milliseconds). Each change reports what it read and wrote (files, bytes, rows) from its own
-commit, for the run's log and the benchmark.
+commit (delta-rs's snapshots of the table before and after it, or Spark's `DESCRIBE
+HISTORY`), for the run's log and the benchmark.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 from collections.abc import Sequence
@@ -393,23 +393,31 @@ class TableStore:
     def _delta_rs_change(
         self, name: str, operation: str, metrics: dict[str, Any] | None = None
     ) -> Change:
-        path = self._local_path(name)
-        version = int(_delta_rs_table(path).version())
-        added, removed = _commit_files(path, version)
+        table = _delta_rs_table(self._local_path(name))
+        version = int(table.version())
+        after = _file_stats(table)
+        before: dict[str, tuple[int, int]] = {}
+        if version > 0:
+            table.load_as_version(version - 1)
+            before = _file_stats(table)
+        # The commit's adds and removes, as the difference of the two snapshots (a path is
+        # written once: a file that changes is a new file).
+        added = {p: stats for p, stats in after.items() if p not in before}
+        removed = {p: stats for p, stats in before.items() if p not in after}
         # A MERGE joins its source with every file of the table (no partition predicate
         # narrows it): what it read is the whole table before the commit.
-        read = _table_files(path, version - 1) if operation == "replace" else removed
+        read = before if operation == "replace" else removed
         return Change(
             table=name,
             operation=operation,
             version=version,
             files_read=len(read),
-            bytes_read=sum(read.values()),
+            bytes_read=sum(size for size, _ in read.values()),
             files_written=len(added),
-            bytes_written=sum(added.values()),
+            bytes_written=sum(size for size, _ in added.values()),
             rows_inserted=int(metrics.get("num_target_rows_inserted", 0))
             if metrics is not None
-            else _added_rows(path, version),
+            else sum(rows for _, rows in added.values()),
             rows_deleted=int((metrics or {}).get("num_target_rows_deleted", 0)),
         )
 
@@ -475,30 +483,19 @@ def _delta_rs_table(path: str) -> Any:
     return DeltaTable(path)
 
 
-def _commit_actions(path: str, version: int) -> list[dict[str, Any]]:
-    commit = os.path.join(path, "_delta_log", f"{version:020d}.json")
-    with open(commit, encoding="utf-8") as lines:
-        return [json.loads(line) for line in lines if line.strip()]
-
-
-def _commit_files(path: str, version: int) -> tuple[dict[str, int], dict[str, int]]:
-    """The files commit `version` added and removed, with their sizes (0 when a remove
-    action does not give one)."""
-    added: dict[str, int] = {}
-    removed: dict[str, int] = {}
-    for action in _commit_actions(path, version):
-        if "add" in action:
-            added[action["add"]["path"]] = int(action["add"].get("size") or 0)
-        elif "remove" in action:
-            removed[action["remove"]["path"]] = int(action["remove"].get("size") or 0)
-    return added, removed
-
-
-def _table_files(path: str, version: int) -> dict[str, int]:
-    """The files of the table at `version`, with their sizes."""
-    from deltalake import DeltaTable
-
-    return _file_sizes(DeltaTable(path, version=version))
+def _file_stats(table: Any) -> dict[str, tuple[int, int]]:
+    """The files of a delta-rs table (as loaded) -> their size and rows (0 where the
+    statistics do not give them)."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    return {
+        path: (size, rows or 0)
+        for path, size, rows in zip(
+            actions.column("path").to_pylist(),
+            actions.column("size_bytes").to_pylist(),
+            actions.column("num_records").to_pylist(),
+            strict=True,
+        )
+    }
 
 
 def _file_sizes(table: Any, partition: Partition | None = None) -> dict[str, int]:
@@ -527,12 +524,3 @@ def _small_files_per_partition(table: Any) -> list[int]:
         return [small.num_rows]
     counts = small.group_by(keys).aggregate([([], "count_all")])
     return list(counts.column("count_all").to_pylist())
-
-
-def _added_rows(path: str, version: int) -> int:
-    """Rows in the files commit `version` added (from their statistics)."""
-    rows = 0
-    for action in _commit_actions(path, version):
-        if "add" in action and action["add"].get("stats"):
-            rows += int(json.loads(action["add"]["stats"]).get("numRecords", 0))
-    return rows

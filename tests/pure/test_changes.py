@@ -1,15 +1,18 @@
 """`rows_above`: the rows of new Parquet files above the offsets processed, from the files'
 footers where they tell and from two columns where they do not (an incremental run's size
-check before Spark reads a row)."""
+check before Spark reads a row); and a local Delta export's version and the files new since
+an earlier one, as delta-rs reads the table (`list_export`, `new_files`)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from deltalake import DeltaTable, write_deltalake
 
-from sharestate.io.changes import rows_above
+from sharestate.io.changes import DELTA, ExportFiles, list_export, new_files, rows_above
 
 
 def _records(partition: int, offsets: range) -> pa.Table:
@@ -69,3 +72,83 @@ def test_a_partition_folder_gives_the_partition(tmp_path: Path) -> None:
     rows = _records(3, range(20)).drop_columns(["partition"])
     files = [_write(tmp_path / "partition=3" / "a.parquet", rows)]
     assert rows_above(files, {3: 9, 4: 100}) == 10
+
+
+# ------------------------------------------------------------- a local Delta export's changes
+
+
+def _delta_append(path: Path, partition: int, offsets: range) -> None:
+    write_deltalake(str(path), _records(partition, offsets), mode="append")
+
+
+def test_a_delta_exports_version_and_the_files_its_appends_added(tmp_path: Path) -> None:
+    table = tmp_path / "export"
+    _delta_append(table, 0, range(0, 10))
+    first = list_export(str(table), DELTA)
+    assert first == ExportFiles(DELTA, version=0)
+    _delta_append(table, 0, range(10, 20))
+    _delta_append(table, 1, range(0, 5))
+    now = list_export(str(table), DELTA)
+    assert now == ExportFiles(DELTA, version=2)
+    assert not now.unchanged_since(first)
+
+    added = new_files(str(table), first, now)
+
+    assert added is not None and len(added) == 2
+    assert set(added) == set(DeltaTable(str(table)).file_uris()) - set(
+        DeltaTable(str(table), version=0).file_uris()
+    )
+    assert all(os.path.isfile(path) for path in added)
+    assert rows_above(added, {0: 9}) == 10 + 5
+    assert new_files(str(table), now, now) == []
+
+
+def test_a_partition_folder_is_named_as_on_disk(tmp_path: Path) -> None:
+    """The log escapes a partition folder's name once more (`p=a%253Ab` for the folder
+    `p=a%3Ab`): the files are named as they are on disk."""
+    table = tmp_path / "export"
+    rows = _records(0, range(3)).append_column("p", pa.array(["a:b c"] * 3))
+    write_deltalake(str(table), rows.slice(0, 1), partition_by=["p"])
+    first = list_export(str(table), DELTA)
+    write_deltalake(str(table), rows.slice(1), mode="append", partition_by=["p"])
+
+    added = new_files(str(table), first, list_export(str(table), DELTA))
+
+    assert added is not None and len(added) == 1
+    assert os.path.isfile(added[0])
+    (folder,) = [name for name in os.listdir(table) if name.startswith("p=")]
+    assert "%3A" in folder
+    assert os.path.dirname(added[0]) == str(table / folder)
+
+
+def test_files_gone_in_between_tell_nothing(tmp_path: Path) -> None:
+    """A delete (its rows rewritten) or a compaction takes files away: which rows are new
+    is not told by the files, and the check is skipped."""
+    for change in ("delete", "compact"):
+        table = tmp_path / change
+        _delta_append(table, 0, range(0, 10))
+        _delta_append(table, 0, range(10, 20))
+        first = list_export(str(table), DELTA)
+        _delta_append(table, 0, range(20, 30))
+        if change == "delete":
+            DeltaTable(str(table)).delete('"offset" = 3')
+        else:
+            DeltaTable(str(table)).optimize.compact()
+        now = list_export(str(table), DELTA)
+        assert now.version == 3
+        assert new_files(str(table), first, now) is None, change
+
+
+def test_a_version_the_log_no_longer_has_tells_nothing(tmp_path: Path) -> None:
+    table = tmp_path / "export"
+    _delta_append(table, 0, range(0, 10))
+    _delta_append(table, 0, range(10, 20))
+    now = list_export(str(table), DELTA)
+    assert new_files(str(table), ExportFiles(DELTA, version=5), now) is None  # now < earlier
+    (table / "_delta_log" / "00000000000000000000.json").unlink()
+    assert new_files(str(table), ExportFiles(DELTA, version=0), now) is None
+
+
+def test_a_delta_log_without_a_commit_has_no_version(tmp_path: Path) -> None:
+    (tmp_path / "export" / "_delta_log").mkdir(parents=True)
+    assert list_export(str(tmp_path / "export"), DELTA) == ExportFiles(DELTA, version=None)

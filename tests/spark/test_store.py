@@ -153,6 +153,35 @@ def test_replace_deletes_the_keys_rows_and_inserts_the_new_ones_in_one_commit(
 
 
 @pytest.mark.spark
+def test_an_append_and_an_overwrite_report_their_commits_files_and_rows(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """What a delta-rs commit added and removed, from the table before and after it: the
+    file sizes on disk, the rows from the files' statistics."""
+    store = TableStore(spark, str(tmp_path))
+    rows = pa.table({"n": pa.array(range(7), pa.int64())})
+    store.overwrite_arrow("counted", rows)
+
+    appended = store.append_arrow("counted", rows.slice(0, 3))
+
+    (new_file,) = set(DeltaTable(str(tmp_path / "counted")).file_uris()) - set(
+        DeltaTable(str(tmp_path / "counted"), version=0).file_uris()
+    )
+    assert (appended.version, appended.rows_inserted, appended.rows_deleted) == (1, 3, 0)
+    assert (appended.files_read, appended.bytes_read, appended.files_written) == (0, 0, 1)
+    assert appended.bytes_written == Path(new_file).stat().st_size
+    before = DeltaTable(str(tmp_path / "counted")).file_uris()
+
+    overwritten = store.overwrite_arrow("counted", rows.slice(0, 5))
+
+    assert (overwritten.version, overwritten.rows_inserted) == (2, 5)
+    # Not a replace: what it read is what it removed.
+    assert overwritten.files_read == len(before) == 2
+    assert overwritten.bytes_read == sum(Path(f).stat().st_size for f in before)
+    assert overwritten.files_written == 1
+
+
+@pytest.mark.spark
 def test_a_frame_of_an_arrow_table_keeps_rows_after_empty_batches(spark: SparkSession) -> None:
     # Concatenated and filtered tables have empty batches; two in a row made PySpark
     # 4.2.0's createDataFrame drop the rows after them.
