@@ -1,8 +1,5 @@
-"""`delivery_counts` computed in Arrow, for a small run on the driver: the rows its DataFrame
-twin (`sharestate.audits.counts.delivery_counts`) gives for the same state, whose Spark
-queries (an explode and an aggregation) cost more to plan and start than to compute there.
-
-Pure pyarrow and numpy: no Spark.
+"""`delivery_counts`: offsets per share-partition, delivery state and delivery count in the
+final replayed state. Pure pyarrow and numpy: no Spark.
 """
 
 from __future__ import annotations

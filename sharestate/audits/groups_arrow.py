@@ -1,11 +1,8 @@
-"""`share_groups`, `latest_group_records` and `topic_names` computed in Arrow on the driver:
-the share groups of `__consumer_offsets` for a run whose group records (tens to thousands)
-cost Spark more to plan than to compute.
-
-Each function gives the rows its DataFrame twin in `sharestate.audits.groups` gives for the
-same decoded group records (`df.toArrow()`); the tests hold them equal, column types
-included. Group records are few, so the rows are rolled up in plain Python loops, clarity
-before speed; nested values are taken whole from the input columns. Pure pyarrow: no Spark.
+"""`share_groups`, `latest_group_records` and `topic_names`: the share groups of
+`__consumer_offsets` as the group coordinator holds them, from the decoded group records.
+Group records are few (tens to thousands), so the rows are rolled up in plain Python loops,
+clarity before speed; nested values are taken whole from the input columns. Pure pyarrow:
+no Spark.
 """
 
 from __future__ import annotations

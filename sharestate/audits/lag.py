@@ -5,9 +5,13 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sharestate.audits.columns import live_state
 from sharestate.decode.columns import KEY
 from sharestate.kafka.constants import TERMINAL
+
+
+def _live(state: DataFrame) -> DataFrame:
+    """The rows of `share_partition_state` whose share-partition is not deleted."""
+    return state.filter(~F.coalesce(F.col("deleted"), F.lit(False)))
 
 
 def _end_offsets_by_topic_id(end_offsets: DataFrame, names: DataFrame | None) -> DataFrame:
@@ -80,7 +84,7 @@ def share_partition_lag(
         - F.col("terminal_offsets_past_start"),
     )
     live = (
-        live_state(state)
+        _live(state)
         .select(
             *KEY,
             "start_offset",

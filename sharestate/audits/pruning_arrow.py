@@ -1,7 +1,8 @@
-"""`pruning_cutoff` in Arrow, as an incremental run computes it on the driver: the same rows
-as `sharestate.audits.pruning` (its DataFrame twin, what a full run computes), from every
-share-partition's placements, the stored table's exported extents, the run's new positions
-and the gaps after the run. Pure pyarrow and numpy: no Spark.
+"""`pruning_cutoff`: per `__share_group_state` partition, the offset Kafka's share
+coordinator would prune the log up to, from every share-partition's placements and the
+exported positions (a full run, per state-topic partition), or from the stored table's
+exported extents, the run's new positions and the gaps after the run (an incremental run).
+Pure pyarrow and numpy: no Spark.
 
 The table has a row per `__share_group_state` partition (a few dozen), so its sums and
 joins run per partition in numpy; the placements it rolls up have a row per share-partition.

@@ -1,13 +1,11 @@
-"""Archived ranges computed in Arrow, on the driver: what an incremental run does with the
-touched share-partitions' new archived intervals and stored ranges, and a small run with
-every record's, which as Spark queries (a window per share-partition, joins with the state)
-cost more to plan and start than to compute.
-
-Each function gives the rows its twin in `sharestate.audits.ranges` gives for the same input
-(the tests hold them equal); the columns and their types are `archived_messages`'s
-(`RANGES_SCHEMA`; `poison_messages` is it without `reason`). The inputs are those the
-twins' own first steps make: `reasoned_intervals` of the records and `final_state_columns`
-of the state, here in Arrow too. Pure pyarrow and numpy: no Spark.
+"""The archived ranges (`poison_messages`, `archived_messages`): offset ranges that any
+decoded record showed as Archived, merged per share-partition and reason into maximal
+ranges, with what the final state says of each. A full run merges every record's intervals
+(`merged_intervals`, per share-partition: in Spark's tasks or on the driver) and adds the
+final state (`with_final_state`); an incremental run merges its new intervals into the
+stored ranges they touch (`archived_ranges`, `refresh_scope`). The columns and their types
+are `archived_messages`'s (`RANGES_SCHEMA`; `poison_messages` is it without `reason`).
+Pure pyarrow and numpy: no Spark.
 """
 
 from __future__ import annotations

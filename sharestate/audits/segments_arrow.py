@@ -1,9 +1,7 @@
-"""`share_partition_segments` and `share_partition_placements` computed in Arrow, for a few
-thousand share-partitions on the driver: what an incremental run does with the touched
-share-partitions' rows, which as Spark queries cost more to plan and start than to compute.
-
-Each function gives the rows its DataFrame twin in `sharestate.audits.segments` gives for
-the same input (the tests hold them equal); the columns and their types are the Delta
+"""`share_partition_segments` and `share_partition_placements`: per share-partition,
+segment and state-topic partition, the counts and first and last records the
+per-share-partition audits read (a full run's from every history row, per share-partition;
+an incremental run's merged with the stored ones). The columns and their types are the Delta
 tables' (`SEGMENTS_SCHEMA`, `PLACEMENTS_SCHEMA`). Pure pyarrow and numpy: no Spark.
 """
 

@@ -160,7 +160,7 @@ class Increment:
 
     def new_delivery_counts(self) -> pa.Table:
         """`delivery_counts` of the touched keys' new state, on the driver (their table's
-        commit and the per-share-partition findings read it), by its Arrow twin."""
+        commit and the per-share-partition findings read it)."""
         return self._on_driver(
             "delivery_counts",
             lambda: counts_arrow.delivery_counts(self.new_state_rows(), self.delivery_count_limit),
