@@ -32,6 +32,7 @@ def test_a_run_works_on_the_driver_up_to_its_bound() -> None:
 
 
 @pytest.mark.spark
+@pytest.mark.connect  # the steps travel to a Connect server's workers too
 def test_spark_tasks_give_each_step_the_rows_of_whole_keys(spark: SparkSession) -> None:
     rows = pa.table({"key": [f"k{n % 37}" for n in range(5_000)], "value": list(range(5_000))})
     # Many partitions, rows of a key spread over all of them: only the repartition by key
