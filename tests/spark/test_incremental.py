@@ -24,7 +24,9 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from sharestate.audits import groups_arrow
 from sharestate.audits.findings import PER_SHARE_PARTITION_RULES, FindingRule
+from sharestate.decode.tables import decode_consumer_offsets_table, decode_share_state_table
 from sharestate.io import store as store_module
 from sharestate.io.lock import OutputLockedError, output_lock
 from sharestate.job import cli, driver_increment
@@ -275,6 +277,68 @@ def test_a_share_partition_on_two_state_topic_partitions_is_replayed_again(
     assert again == [1]
     _run(spark, export, tmp_path / "full", "full")
     assert_same_tables(output, tmp_path / "full")
+
+
+@pytest.mark.spark
+def test_runs_with_end_offsets_end_as_one_full_run(spark: SparkSession, tmp_path: Path) -> None:
+    # The lag is written whole each run, from the state and --end-offsets; rows that give
+    # only a topic's name take its id from the group records, stored and new.
+    state, offsets = generate(SampleSpec(records=600, share_partitions=12, records_per_snapshot=4))
+    records = decode_share_state_table(state).records
+    named = groups_arrow.topic_names(decode_consumer_offsets_table(offsets).records)
+    names = dict(
+        zip(
+            named.column("topic_id").to_pylist(),
+            named.column("topic_name").to_pylist(),
+            strict=True,
+        )
+    )
+    pairs = sorted(
+        set(
+            zip(
+                records.column("topic_id").to_pylist(),
+                records.column("partition").to_pylist(),
+                strict=True,
+            )
+        )
+    )
+    ends = [
+        {
+            "topic_id": None if i % 2 and topic in names else topic,
+            "topic": names.get(topic) if i % 2 else None,
+            "partition": partition,
+            "end_offset": 100 + i,
+        }
+        for i, (topic, partition) in enumerate(pairs)
+    ]
+    assert any(end["topic_id"] is None for end in ends)
+    end_offsets = tmp_path / "end_offsets"
+    _write(end_offsets, "ends.parquet", pa.Table.from_pylist(ends))
+    half, offsets_half = pc.less(state.column("offset"), 20), pc.less(offsets.column("offset"), 8)
+    export = tmp_path / "export"
+
+    def run(output: Path, mode: str) -> dict[str, Any]:
+        return main(
+            spark,
+            JobConfig(
+                share_state=str(export / "s"),
+                consumer_offsets=str(export / "o"),
+                end_offsets=str(end_offsets),
+                output=str(output),
+                mode=mode,
+            ),
+        )
+
+    _write(export / "s", "a.parquet", state.filter(half))
+    _write(export / "o", "a.parquet", offsets.filter(offsets_half))
+    run(tmp_path / "incremental", "incremental")
+    _write(export / "s", "b.parquet", state.filter(pc.invert(half)))
+    _write(export / "o", "b.parquet", offsets.filter(pc.invert(offsets_half)))
+    summary = run(tmp_path / "incremental", "incremental")
+    assert summary["mode"] == "incremental"
+    assert summary["lag"]["with_lag"] > 0, summary["lag"]
+    run(tmp_path / "full", "full")
+    assert_same_tables(tmp_path / "incremental", tmp_path / "full")
 
 
 def _codes(spark: SparkSession, output: Path, rules: Sequence[FindingRule[Any]]) -> set[str]:
