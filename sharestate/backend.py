@@ -148,17 +148,3 @@ def say_once(key: str, message: str, *args: object) -> None:
             return
         _said.add(key)
     log.warning(message, *args)
-
-
-def default_parallelism(spark: SparkSession) -> int:
-    """The session's default parallelism (its cores, on a local master): from the
-    SparkContext where there is one, else from one tiny Spark job (a range split by
-    Spark's default, counting its partitions)."""
-    jvm = None if is_connect(spark) else _classic_jvm(spark)
-    if jvm is not None:
-        return max(1, int(spark.sparkContext.defaultParallelism))
-    from pyspark.sql import functions as F
-
-    split = spark.range(0, 1024).select(F.spark_partition_id().alias("part"))
-    row = split.agg(F.max("part").alias("last")).first()
-    return max(1, int(row["last"]) + 1) if row is not None and row["last"] is not None else 1

@@ -1,6 +1,6 @@
 """The decoder over Arrow tables of exported Kafka rows: what `sharestate.decode.spark` does
-per batch in Spark, on whole tables, without Spark (a small increment is decoded on the
-driver: `sharestate.job.driver_increment`). Both share `decode_batches`, so the rows and
+per batch in Spark, on whole tables, without Spark (an increment is decoded on the driver:
+`sharestate.job.driver_increment`). Both share `decode_batches`, so the rows and
 quarantine reasons are the same."""
 
 from __future__ import annotations

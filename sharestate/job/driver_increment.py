@@ -1,13 +1,13 @@
-"""A small increment read, decoded and replayed on the driver.
+"""An increment read, decoded and replayed on the driver.
 
 An incremental run's new rows are few (a scheduled run's thousands), and as Spark jobs each
-step over them costs more to plan and start than it computes. When what the inputs' streams
-delivered is at most `DRIVER_INCREMENT_ROWS` rows, the run takes it to the driver: the batch
-files are read there (with pyarrow where the output is local, else with one Spark query
-each), placed against the checkpoint (`arrivals.place_rows`), decoded by the pure decoder
-(`sharestate.decode.tables`) and replayed by the pure fold (`sharestate.replay.arrow`),
-the same code Spark runs in its tasks. The tables' steps then read local relations of the
-results. A bigger increment keeps Spark's distributed steps (`new_rows.read_new_inputs`).
+step over them costs more to plan and start than it computes. What the inputs' streams
+delivered (at most `incremental.LARGE_INCREMENT_ROWS` rows: a bigger increment is a full
+run) is taken to the driver: the batch files are read there (with pyarrow where the output
+is local, else with one Spark query each), placed against the checkpoint
+(`arrivals.place_rows`), decoded by the pure decoder (`sharestate.decode.tables`) and
+replayed by the pure fold (`sharestate.replay.arrow`), the same code Spark runs in a full
+run's tasks. The tables' steps then read the results as Arrow.
 """
 
 from __future__ import annotations
@@ -20,14 +20,10 @@ from typing import Final
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import SparkSession
 
-from sharestate.arrow_keys import with_keys, without_keys
-from sharestate.audits import RECORD_COLUMNS
 from sharestate.audits.findings.records import exported_positions
 from sharestate.audits.findings.registry import Source
-from sharestate.decode import spark as spark_decode
-from sharestate.decode.columns import KEY, LOG_ORDER
+from sharestate.decode.columns import LOG_ORDER
 from sharestate.decode.tables import (
     DecodedTable,
     decode_consumer_offsets_table,
@@ -36,19 +32,16 @@ from sharestate.decode.tables import (
 from sharestate.io.checkpoint import Checkpoint
 from sharestate.io.exports import REQUIRED_COLUMNS
 from sharestate.io.files import local_path
-from sharestate.io.store import SMALL_TABLE_ROWS, TableStore, arrow_frame, rows_on_driver
+from sharestate.io.store import TableStore, rows_on_driver
 from sharestate.job.arrivals import PlacedRows, place_rows
 from sharestate.job.config import JobConfig
-from sharestate.job.increment import DriverRows, Increment, replay_on_driver, split_keys_on_driver
-from sharestate.job.increment_audits import known_gaps_arrow
+from sharestate.job.increment import DriverRows, Increment, replay_keys, split_keys
+from sharestate.job.increment_audits import known_gaps
 from sharestate.job.new_rows import Delivered, NewInputs
 from sharestate.sample.exports import KAFKA_EXPORT_SCHEMA
 
 SHARE_STATE: Final = Source.SHARE_STATE.value
 CONSUMER_OFFSETS: Final = Source.CONSUMER_OFFSETS.value
-#: An increment of at most this many delivered rows (of all inputs) is read, decoded and
-#: replayed on the driver.
-DRIVER_INCREMENT_ROWS: Final = 100_000
 #: The Kafka-record columns the streams deliver (`REQUIRED_COLUMNS`), as Arrow.
 KAFKA_ROW_SCHEMA: Final = pa.schema([KAFKA_EXPORT_SCHEMA.field(name) for name in REQUIRED_COLUMNS])
 
@@ -74,7 +67,7 @@ def _batch_files(folders: tuple[str, ...]) -> list[str]:
 
 
 def delivered_tables(
-    store: TableStore, delivered: Delivered, limit: int = DRIVER_INCREMENT_ROWS
+    store: TableStore, delivered: Delivered, limit: int
 ) -> dict[str, pa.Table | None] | None:
     """What each input's stream delivered, on the driver, if it is at most `limit` rows in
     all (else None, having read no more than the files' footers or `limit` + 1 rows). The
@@ -113,11 +106,6 @@ class ReadOnDriver:
     placed: PlacedRows
     decoded: DecodedTable
 
-    def spark_decoded(self, spark: SparkSession) -> spark_decode.Decoded:
-        """The decoded rows as `Decoded` (local relations)."""
-        records = arrow_frame(spark, self.decoded.records)
-        return spark_decode.Decoded(records, arrow_frame(spark, self.decoded.quarantine), records)
-
 
 def _stored_group_positions(store: TableStore) -> Callable[[pa.Table], pa.Table]:
     """Of (partition, offset) positions: those the stored tables hold a `__consumer_offsets`
@@ -144,7 +132,7 @@ def _place_and_decode(
 ) -> dict[str, ReadOnDriver]:
     """Per input: its delivered rows (`delivered_tables`) placed against the checkpoint and
     decoded (the `__share_group_state` rows against the gaps the stored findings list)."""
-    gaps = known_gaps_arrow(store.read_arrow("findings"))
+    gaps = known_gaps(store.read_arrow("findings"))
     out: dict[str, ReadOnDriver] = {}
     for source, rows in tables.items():
         if rows is None:
@@ -169,24 +157,18 @@ def read_on_driver(
     delivered: Delivered,
     tables: dict[str, pa.Table | None],
 ) -> tuple[NewInputs, DriverRows]:
-    """The delivered rows (`delivered_tables`) placed and decoded on the driver: as
-    `NewInputs` (local relations, for the steps that read DataFrames) and as Arrow."""
-    spark = store.spark
+    """The delivered rows (`delivered_tables`) placed and decoded on the driver: what each
+    input brought, counted (`NewInputs`), and the rows as Arrow."""
     read = _place_and_decode(config, store, checkpoint, tables, delivered.read_whole)
     paths = {SHARE_STATE: config.share_state, CONSUMER_OFFSETS: config.consumer_offsets or ""}
     arrivals = {
         source: each.placed.arrivals(
-            spark, delivered.formats[source], paths[source], source not in delivered.read_whole
+            delivered.formats[source], paths[source], source not in delivered.read_whole
         )
         for source, each in read.items()
     }
     groups = read.get(CONSUMER_OFFSETS)
-    new = NewInputs(
-        arrivals[SHARE_STATE],
-        read[SHARE_STATE].spark_decoded(spark),
-        arrivals.get(CONSUMER_OFFSETS),
-        groups.spark_decoded(spark) if groups is not None else None,
-    )
+    new = NewInputs(arrivals[SHARE_STATE], arrivals.get(CONSUMER_OFFSETS))
     quarantined = [each.decoded.quarantine for each in read.values()]
     rows = DriverRows(
         records=read[SHARE_STATE].decoded.records,
@@ -199,7 +181,7 @@ def read_on_driver(
 
 def _backfilled(read: dict[str, ReadOnDriver]) -> pa.Table:
     """source, source_partition, source_offset of the rows that arrived below the
-    checkpoint (`new_rows.backfilled_positions` on the driver)."""
+    checkpoint."""
     return pa.concat_tables(
         [
             pa.table(
@@ -217,30 +199,11 @@ def _backfilled(read: dict[str, ReadOnDriver]) -> pa.Table:
 
 
 def replay_new_rows(increment: Increment) -> None:
-    """The touched keys split and replayed on the driver (`split_keys_on_driver`,
-    `replay_on_driver`), from the new rows as Arrow (`Increment.on_driver`); the whole
-    state after the run and what the steps read of the new rows handed to them as Arrow."""
-    rows = increment.on_driver
-    assert rows is not None
-    store, spark = increment.store, increment.store.spark
+    """The touched keys split and replayed on the driver (`split_keys`, `replay_keys`),
+    from the new rows as Arrow (`Increment.rows`) and the whole stored state (the state-sized
+    findings read the whole state after the run)."""
+    rows = increment.rows
     backfilled = rows.backfilled.filter(pc.equal(rows.backfilled.column("source"), SHARE_STATE))
-    split_keys_on_driver(increment, rows.records, backfilled.select(list(LOG_ORDER)))
-    stored_state = store.read_arrow("share_partition_state") if store.local else None
-    if stored_state is not None:
-        touched_state = with_keys(stored_state, increment.touched_keys, KEY)
-    else:
-        touched_state = store.read_arrow_matching(
-            "share_partition_state", increment.touched_keys, KEY
-        )
-    replay_on_driver(increment, touched_state)
-    if stored_state is not None and stored_state.num_rows <= SMALL_TABLE_ROWS:
-        # The whole state after the run, on the driver already: the audits read it there.
-        state = pa.concat_tables(
-            [without_keys(stored_state, increment.touched_keys, KEY), increment.new_state_rows()]
-        )
-        increment.computed("state", state)
-        increment.state = arrow_frame(spark, state)
-    increment.computed("records", rows.records.select(list(RECORD_COLUMNS)))
-    increment.computed(
-        "share_state_positions", exported_positions(rows.records, rows.quarantine, SHARE_STATE)
-    )
+    split_keys(increment, backfilled.select(list(LOG_ORDER)))
+    replay_keys(increment, increment.store.read_arrow("share_partition_state"))
+    increment.share_state_positions = exported_positions(rows.records, rows.quarantine, SHARE_STATE)

@@ -5,7 +5,7 @@ Share-partitions with new records are one of two kinds:
 
 * carried on (`ongoing`): their new records all come after the stored ones, on the one
   `__share_group_state` partition they have always been on. Their records are replayed from
-  their stored state (`sharestate.replay` with a prior state), and each table changes only
+  their stored state (`sharestate.replay.arrow` with a prior state), and each table changes only
   where they are: see the rule beside each step below.
 * replayed again (`again`): a backfilled record lies among their stored ones (it arrived
   below the checkpoint), or their records are on more than one state-topic partition (log
@@ -14,51 +14,38 @@ Share-partitions with new records are one of two kinds:
 
 The tables of one row per record gain the new rows (those replayed again lose and regain
 theirs); the tables of one row per key replace the rows of the keys the increment touches,
-in one MERGE each (`TableStore.replace`); the findings and the small per-partition tables
-are recomputed from state-sized inputs.
+in one MERGE each (`TableStore.replace_arrow`); the findings and the small per-partition
+tables are recomputed from state-sized inputs. Every step computes on the driver, in Arrow:
+an increment's new rows are at most `incremental.LARGE_INCREMENT_ROWS`.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TypeVar
+from typing import Final, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from sharestate.arrow_keys import distinct_keys, rows_by_key, with_keys, without_keys
-from sharestate.audits import (
-    REASON_DELIVERY_LIMIT,
-    RECORD_COLUMNS,
-    SEGMENT_KEY,
-    counts_arrow,
-    ranges_arrow,
-    segments_arrow,
-)
-from sharestate.audits.findings.placement import KEY_HASH
-from sharestate.audits.findings.registry import Source
-from sharestate.audits.pruning import exported_positions
-from sharestate.audits.ranges import SETTLED, archived_ranges
+from sharestate.audits import counts_arrow, ranges_arrow, segments_arrow
+from sharestate.audits.ranges_arrow import REASON_DELIVERY_LIMIT
+from sharestate.audits.segments_arrow import SEGMENT_KEY
 from sharestate.decode.columns import KEY, LOG_ORDER
-from sharestate.io.checkpoint import PLACEMENTS_TABLE
-from sharestate.io.store import Change, TableStore, arrow_frame, rows_on_driver
-from sharestate.job.cache import CacheScope
+from sharestate.io.checkpoint import PARTITION_COLUMNS, PLACEMENTS_TABLE
+from sharestate.io.store import Change, TableStore
 from sharestate.job.side_by_side import run_side_by_side
-from sharestate.kafka.partitioning import share_partition_key_hashes
-from sharestate.replay import replay
 from sharestate.replay.arrow import replay_table
 
 log = logging.getLogger("sharestate")
 
 RANGE_IDENTITY = (*KEY, "reason", "first_offset")
-SHARE_STATE = Source.SHARE_STATE.value
+#: The column the ranges' tables are partitioned by.
+SETTLED: Final = PARTITION_COLUMNS["archived_messages"][0]
 
 
 @dataclass(frozen=True)
@@ -73,64 +60,48 @@ class DriverRows:
     backfilled: pa.Table
 
 
-#: What `Increment._on_driver` brings to the driver (a table, or None when too big).
-Collected = TypeVar("Collected", pa.Table, pa.Table | None)
-
 #: What a caller computes beside a step's own work (`write_segments`, `run_incremental`).
 Beside = TypeVar("Beside")
 
 
 @dataclass
 class Increment:
-    """This run's new decoded records and group records, the stored state, and what the
-    steps computed so far (filled in as the run goes)."""
+    """This run's new rows, and what the steps computed so far (filled in as the run goes),
+    all on the driver, as Arrow."""
 
     store: TableStore
-    cache: CacheScope
     kafka: tuple[int, int]
     delivery_count_limit: int
-    #: Every new share-state record (new and backfilled), decoded.
-    records: DataFrame
-    #: (partition, offset) of the backfilled share-state rows, and how many there are.
-    backfill_positions: DataFrame
-    backfilled_rows: int
-    stored_state: DataFrame
-    #: Every new group record (with --consumer-offsets).
-    group_records: DataFrame | None = None
-    #: The new rows as Arrow, when the increment was read and replayed on the driver
-    #: (`sharestate.job.driver_increment`): the DataFrames above are local relations of them.
-    on_driver: DriverRows | None = None
-    #: The new quarantined rows (of both inputs), kept.
-    quarantine: DataFrame = field(init=False)
-    #: The keys replayed from their stored state, and those replayed again.
-    ongoing: DataFrame = field(init=False)
-    again: DataFrame = field(init=False)
-    #: The touched keys (`touched`) and those replayed again, on the driver.
+    #: Every new share-state record (new and backfilled) and group record, decoded, and the
+    #: new quarantined rows.
+    rows: DriverRows
+    #: The touched keys (those of the new records) and those replayed again.
     touched_keys: pa.Table = field(init=False)
     again_keys: pa.Table = field(init=False)
-    touched_frame: DataFrame = field(init=False)
     again_count: int = field(init=False)
     #: This run's history rows (ongoing: the new ones; replayed again: all of theirs).
-    history: DataFrame = field(init=False)
-    #: The state rows of every key the increment touches, and the whole state after it.
-    new_state: DataFrame = field(init=False)
-    state: DataFrame = field(init=False)
-    #: The touched keys' rows of the segments table after the increment (on the driver),
-    #: and the placements of every key after it (on the driver, and as a DataFrame with
-    #: each key's partitioner hash).
+    history: pa.Table = field(init=False)
+    #: The touched keys' stored state (as read before the run changed the table), their
+    #: state after the run, its delivery counts, and the whole state after the run.
+    touched_state: pa.Table = field(init=False)
+    new_state: pa.Table = field(init=False)
+    delivery_counts: pa.Table = field(init=False)
+    state: pa.Table = field(init=False)
+    #: This run's exported `__share_group_state` positions (source_partition, source_offset:
+    #: its decoded and quarantined rows): the gaps, the pruning cut-off and the
+    #: checkpoint's extents read them.
+    share_state_positions: pa.Table = field(init=False)
+    #: The touched keys' rows of the segments table after the increment, and the
+    #: placements of every key after it.
     touched_segments: pa.Table = field(init=False)
     placement_rows: pa.Table = field(init=False)
-    placements: DataFrame = field(init=False)
     #: The records of the keys replayed again (stored and new).
-    again_records: DataFrame = field(init=False)
+    again_records: pa.Table = field(init=False)
     changes: list[Change] = field(default_factory=list)
     #: Per reason: (ranges, offsets) this run added, less those it removed.
     range_totals: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: The tables changed so far, in order (a failed run puts them back).
     written: list[str] = field(default_factory=list)
-    _collected: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
-    _collect_locks: dict[str, threading.Lock] = field(default_factory=dict, init=False, repr=False)
-    _collecting: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def record(self, change: Change) -> None:
         """Note a change, and log it."""
@@ -139,114 +110,15 @@ class Increment:
             self.written.append(change.table)
         log.info("%s: %s", change.table, change.describe())
 
-    def keep(self, df: DataFrame) -> DataFrame:
-        """`df` computed now and kept, its lineage cut: an increment's intermediate results
-        are small and each is read by several later ones, whose plans would otherwise hold
-        (and print, when cached) the whole plan of everything before them, again and again.
-        An increment on the driver keeps nothing: its DataFrames are local relations."""
-        if self.on_driver is not None:
-            return df
-        return self.cache.checkpoint(df)
 
-    def computed(self, name: str, rows: pa.Table) -> None:
-        """What `_on_driver(name, ...)` returns from now on: `rows`, computed already."""
-        with self._collecting:
-            self._collected[name] = rows
-
-    def touched(self) -> DataFrame:
-        """Every key the increment touches (ongoing and replayed again): those of the new
-        records, which are those of the new state rows and of the new history rows."""
-        return self.touched_frame
-
-    def new_delivery_counts(self) -> pa.Table:
-        """`delivery_counts` of the touched keys' new state, on the driver (their table's
-        commit and the per-share-partition findings read it)."""
-        return self._on_driver(
-            "delivery_counts",
-            lambda: counts_arrow.delivery_counts(self.new_state_rows(), self.delivery_count_limit),
-        )
-
-    def new_state_rows(self) -> pa.Table:
-        """The touched keys' new state (`new_state`) on the driver (the delivery counts and
-        the ranges read it)."""
-        return self._on_driver("new_state", self.new_state.toArrow)
-
-    def touched_stored_state(self) -> pa.Table:
-        """The touched keys' stored state (of `stored_state`, as read before the run changed
-        the table), on the driver."""
-        return self._on_driver(
-            "stored_state",
-            lambda: self.stored_state.join(self.touched_frame, list(KEY), "left_semi").toArrow(),
-        )
-
-    def state_rows(self) -> pa.Table | None:
-        """The whole state after the run (`state`) on the driver, or None when it has more
-        than SMALL_TABLE_ROWS rows (then it stays in Spark)."""
-        state: pa.Table | None = self._on_driver("state", lambda: rows_on_driver(self.state))
-        return state
-
-    def record_rows(self) -> pa.Table:
-        """What the ranges read of this run's records (`RECORD_COLUMNS`), on the driver."""
-        return self._on_driver("records", lambda: self.records.select(*RECORD_COLUMNS).toArrow())
-
-    def history_rows(self) -> pa.Table:
-        """This run's history rows (`history`) on the driver (their table's commit and the
-        segments read them)."""
-        return self._on_driver("history", self.history.toArrow)
-
-    def share_state_positions(self) -> pa.Table:
-        """This run's exported `__share_group_state` positions (source_partition,
-        source_offset: its decoded and quarantined rows), on the driver (the gaps, the
-        pruning cut-off and the checkpoint's extents read them)."""
-        return self._on_driver(
-            "share_state_positions",
-            lambda: exported_positions(self.records, self.quarantine, SHARE_STATE).toArrow(),
-        )
-
-    def _on_driver(self, name: str, collect: Callable[[], Collected]) -> Collected:
-        """`collect()` run once (one Spark job), by the first of the steps running side by
-        side that asks; the others wait for it."""
-        with self._collecting:
-            lock = self._collect_locks.setdefault(name, threading.Lock())
-        with lock:
-            if name not in self._collected:
-                self._collected[name] = collect()
-            collected: Collected = self._collected[name]
-            return collected
-
-
-def split_keys(increment: Increment) -> None:
+def split_keys(increment: Increment, backfilled: pa.Table) -> None:
     """Which touched keys are replayed from their stored state and which again from the
     start: backfilled ones, and those with records on more than one state-topic partition
-    after this run. One Spark job gives each touched key's lowest and highest state-topic
-    partition among the new records (and whether one of them was backfilled); the stored
-    placements, on the driver, tell the keys already on another partition."""
-    records = increment.records
-    found = [
-        F.min("source_partition").alias("_lowest"),
-        F.max("source_partition").alias("_highest"),
-    ]
-    if increment.backfilled_rows:
-        positions = increment.backfill_positions.select(
-            F.col("partition").alias("source_partition"),
-            F.col("offset").alias("source_offset"),
-            F.lit(True).alias("_backfilled"),
-        )
-        records = records.join(
-            F.broadcast(positions), ["source_partition", "source_offset"], "left"
-        )
-        found.append(F.max(F.coalesce(F.col("_backfilled"), F.lit(False))).alias("_backfilled"))
-    # A few thousand keys: collected once (one Spark job), they cost no further job wherever
-    # they are read, on the driver or in Spark (as a local relation).
-    _split(increment, records.groupBy(*KEY).agg(*found).toArrow())
-
-
-def split_keys_on_driver(increment: Increment, records: pa.Table, backfilled: pa.Table) -> None:
-    """`split_keys` of the new `records` on the driver; `backfilled`: (source_partition,
-    source_offset) of the backfilled rows."""
-    positions = backfilled
+    after this run (the stored placements tell the keys already on another partition).
+    `backfilled`: (source_partition, source_offset) of the backfilled share-state rows."""
+    records = increment.rows.records
     flags = np.zeros(records.num_rows, dtype=bool)
-    flags[rows_by_key(records, positions, LOG_ORDER, "left semi").to_numpy()] = True
+    flags[rows_by_key(records, backfilled, LOG_ORDER, "left semi").to_numpy()] = True
     found = (
         records.select([*KEY, "source_partition"])
         .append_column("_backfilled", pa.array(flags))
@@ -258,12 +130,6 @@ def split_keys_on_driver(increment: Increment, records: pa.Table, backfilled: pa
     names = {"source_partition_min": "_lowest", "source_partition_max": "_highest"}
     names["_backfilled_any"] = "_backfilled"
     keys = found.select([*KEY, *names]).rename_columns([*KEY, *names.values()])
-    _split(increment, keys)
-
-
-def _split(increment: Increment, keys: pa.Table) -> None:
-    """`split_keys` from each touched key's lowest and highest state-topic partition among
-    the new records (and, with backfilled rows, whether one was backfilled)."""
     typed = keys.select(list(KEY)).cast(_KEY_ARROW_SCHEMA)
     stored = increment.store.read_arrow(PLACEMENTS_TABLE)
     on_stored = typed.append_column("_lowest", keys.column("_lowest")).join(
@@ -281,15 +147,10 @@ def _split(increment: Increment, keys: pa.Table) -> None:
     is_again = pc.or_(
         pc.not_equal(keys.column("_lowest"), keys.column("_highest")), pa.array(moved)
     )
-    if "_backfilled" in keys.column_names:
-        is_again = pc.or_(is_again, pc.fill_null(keys.column("_backfilled"), False))
+    is_again = pc.or_(is_again, pc.fill_null(keys.column("_backfilled"), False))
     increment.touched_keys = typed
     increment.again_keys = typed.filter(is_again)
     increment.again_count = increment.again_keys.num_rows
-    spark = increment.records.sparkSession
-    increment.touched_frame = arrow_frame(spark, increment.touched_keys)
-    increment.again = arrow_frame(spark, increment.again_keys)
-    increment.ongoing = arrow_frame(spark, increment.touched_keys.filter(pc.invert(is_again)))
 
 
 _KEY_ARROW_SCHEMA = pa.schema(
@@ -297,56 +158,26 @@ _KEY_ARROW_SCHEMA = pa.schema(
 )
 
 
-def replay_increment(increment: Increment) -> None:
+def replay_keys(increment: Increment, stored_state: pa.Table) -> None:
     """Replay the ongoing keys' new records from their stored state, and the keys replayed
-    again from their first stored record."""
-    records = increment.records
-    ongoing = replay(
-        records.join(increment.ongoing, list(KEY), "left_semi"),
-        increment.kafka,
-        increment.stored_state,
-    )
-    history, new_state = ongoing.history, ongoing.state
-    increment.again_records = records.limit(0)
-    if increment.again_count:
-        stored = increment.store.read("share_state_records", small=False)
-        again_records = increment.keep(
-            stored.join(increment.again, list(KEY), "left_semi").unionByName(
-                records.join(increment.again, list(KEY), "left_semi")
-            )
-        )
-        increment.again_records = again_records
-        again = replay(again_records, increment.kafka)
-        history = history.unionByName(again.history)
-        new_state = new_state.unionByName(again.state)
-    increment.history = increment.keep(history)
-    increment.new_state = increment.keep(new_state)
-    touched = increment.new_state.select(*KEY)
-    untouched = increment.stored_state.join(touched, list(KEY), "left_anti")
-    increment.state = increment.keep(untouched.unionByName(increment.new_state))
-
-
-def replay_on_driver(increment: Increment, stored_state: pa.Table) -> None:
-    """`replay_increment` on the driver (`sharestate.replay.arrow`), from the new records as
-    Arrow (`Increment.on_driver`) and the touched keys' `stored_state`: the keys replayed
-    again read their stored records with one Spark query."""
-    assert increment.on_driver is not None
-    records = increment.on_driver.records
-    spark = increment.store.spark
+    again from their first stored record (`sharestate.replay.arrow`); `stored_state`: the
+    whole stored state. The keys replayed again read their stored records with one Spark
+    query."""
+    records = increment.rows.records
+    touched_state = with_keys(stored_state, increment.touched_keys, KEY)
     ongoing_keys = without_keys(increment.touched_keys, increment.again_keys, KEY)
     ongoing = replay_table(
         with_keys(records, ongoing_keys, KEY),
         increment.kafka,
-        with_keys(stored_state, ongoing_keys, KEY),
+        with_keys(touched_state, ongoing_keys, KEY),
     )
     histories, states = [ongoing.history], [ongoing.state]
     again_records = records.schema.empty_table()
     if increment.again_count:
-        stored = increment.store.read("share_state_records", small=False)
-        again_stored = stored.join(increment.again, list(KEY), "left_semi").toArrow()
+        stored = increment.store.read_arrow_joined("share_state_records", increment.again_keys, KEY)
         again_records = pa.concat_tables(
             [
-                again_stored.select(records.column_names).cast(records.schema),
+                stored.select(records.column_names).cast(records.schema),
                 with_keys(records, increment.again_keys, KEY),
             ]
         )
@@ -356,22 +187,23 @@ def replay_on_driver(increment: Increment, stored_state: pa.Table) -> None:
     state_schema = stored_state.schema
     new_state = pa.concat_tables([s.select(state_schema.names).cast(state_schema) for s in states])
     history = pa.concat_tables(histories)
-    history = history.cast(increment.store.arrow_schema("share_partition_history"))
-    increment.again_records = arrow_frame(spark, again_records)
-    increment.history = arrow_frame(spark, history)
-    increment.new_state = arrow_frame(spark, new_state)
-    increment.computed("history", history)
-    increment.computed("new_state", new_state)
-    increment.computed("stored_state", stored_state)
-    untouched = increment.stored_state.join(increment.touched_frame, list(KEY), "left_anti")
-    increment.state = untouched.unionByName(increment.new_state)
+    increment.again_records = again_records
+    increment.history = history.cast(increment.store.arrow_schema("share_partition_history"))
+    increment.touched_state = touched_state
+    increment.new_state = new_state
+    increment.delivery_counts = counts_arrow.delivery_counts(
+        new_state, increment.delivery_count_limit
+    )
+    increment.state = pa.concat_tables(
+        [without_keys(stored_state, increment.touched_keys, KEY), new_state]
+    )
 
 
 def write_history(increment: Increment) -> None:
     """share_partition_history: append the new rows; the keys replayed again lose their
     stored rows for the replayed ones (one MERGE)."""
     store = increment.store
-    rows = increment.history_rows()
+    rows = increment.history
     if increment.again_count:
         change = store.replace_arrow("share_partition_history", rows, increment.again_keys, KEY)
     else:
@@ -384,10 +216,10 @@ def write_state(increment: Increment) -> None:
     (both are functions of each key's state alone)."""
     store = increment.store
     state = store.replace_arrow(
-        "share_partition_state", increment.new_state_rows(), increment.touched_keys, KEY
+        "share_partition_state", increment.new_state, increment.touched_keys, KEY
     )
     increment.record(state)
-    counts = increment.new_delivery_counts()
+    counts = increment.delivery_counts
     increment.record(store.replace_arrow("delivery_counts", counts, increment.touched_keys, KEY))
 
 
@@ -402,7 +234,7 @@ def write_segments(increment: Increment, beside: Callable[[], Beside]) -> Beside
     compute. `beside` runs once the touched keys' segments are known
     (`Increment.touched_segments`), beside the two commits; its result is returned."""
     store = increment.store
-    history = increment.history_rows()
+    history = increment.history
     touched = increment.touched_keys
     stored = store.read_arrow_matching("share_partition_segments", touched, KEY)
     again = increment.again_keys
@@ -418,7 +250,6 @@ def write_segments(increment: Increment, beside: Callable[[], Beside]) -> Beside
         delete = distinct_keys(
             pa.concat_tables([changed, stored_again.cast(changed.schema)]), SEGMENT_KEY
         )
-    spark = store.spark
     increment.touched_segments = segments
     stored_placements = store.read_arrow(PLACEMENTS_TABLE)
     touched_placements = segments_arrow.placements(segments)
@@ -429,9 +260,6 @@ def write_segments(increment: Increment, beside: Callable[[], Beside]) -> Beside
         ]
     )
     increment.placement_rows = placements
-    keys = zip(*(placements.column(c).to_pylist() for c in KEY), strict=True)
-    hashes = pa.array(share_partition_key_hashes(keys), pa.int64())
-    increment.placements = arrow_frame(spark, placements.append_column(KEY_HASH, hashes))
 
     def write_changed_segments() -> None:
         rows = with_keys(segments, changed, SEGMENT_KEY)
@@ -450,22 +278,15 @@ def write_ranges(increment: Increment) -> None:
     increment can change (those not settled, and every one of a reopened key) are
     merged with the new archived intervals and given their final-state columns again; the
     keys replayed again get their ranges anew from all their records. Only those stored
-    ranges are read. The ongoing keys' new archived intervals and final state are brought to
-    the driver (two collects side by side), where their ranges are merged in Arrow
-    (`ranges_arrow`) and the commits and the run's totals made from them."""
+    ranges are read. Computed on the driver in Arrow (`ranges_arrow`), as are the commits
+    and the run's totals."""
     limit = increment.delivery_count_limit
-    on = list(KEY)
     ongoing_keys = without_keys(increment.touched_keys, increment.again_keys, KEY)
-    final, intervals = run_side_by_side(
-        [
-            lambda: ranges_arrow.final_with_stored_bounds(
-                with_keys(increment.new_state_rows(), ongoing_keys, KEY),
-                increment.touched_stored_state(),
-            ),
-            lambda: ranges_arrow.reasoned_intervals(
-                with_keys(increment.record_rows(), ongoing_keys, KEY), limit
-            ),
-        ]
+    final = ranges_arrow.final_with_stored_bounds(
+        with_keys(increment.new_state, ongoing_keys, KEY), increment.touched_state
+    )
+    intervals = ranges_arrow.reasoned_intervals(
+        with_keys(increment.rows.records, ongoing_keys, KEY), limit
     )
     scope = ranges_arrow.refresh_scope(final, intervals)
     if increment.again_count:
@@ -479,8 +300,12 @@ def write_ranges(increment: Increment) -> None:
     refresh = with_keys(removed, ongoing_keys, KEY)
     rows = ranges_arrow.archived_ranges(intervals, final, stored=refresh)
     if increment.again_count:
-        again_state = increment.new_state.join(increment.again, on, "left_semi")
-        again_rows = archived_ranges(increment.again_records, again_state, limit).toArrow()
+        again_rows = ranges_arrow.archived_ranges(
+            ranges_arrow.reasoned_intervals(increment.again_records, limit),
+            ranges_arrow.final_state_columns(
+                with_keys(increment.new_state, increment.again_keys, KEY)
+            ),
+        )
         rows = pa.concat_tables([rows, again_rows.select(rows.column_names).cast(rows.schema)])
     poison = pc.equal(rows.column("reason"), REASON_DELIVERY_LIMIT)
     removed_poison = pc.equal(removed.column("reason"), REASON_DELIVERY_LIMIT)

@@ -16,34 +16,25 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sharestate.arrow_keys import distinct_keys, rows_by_key, with_keys, without_keys
+from sharestate.audits import findings as finding_rules
 from sharestate.audits import (
-    QUARANTINE_COLUMNS,
     gaps_arrow,
     groups_arrow,
     pruning_arrow,
     segments_arrow,
 )
-from sharestate.audits.findings import (
-    FINDINGS_SCHEMA,
-    PLACEMENT_RULES,
-    STATE_COLUMNS,
-    STATE_SIZED_RULES,
-    concat,
-    findings_of,
-    per_share_partition_findings,
-    rows_of,
-)
+from sharestate.audits.findings import FINDINGS_SCHEMA, PLACEMENT_RULES, STATE_SIZED_RULES
 from sharestate.audits.findings import records as finding_records
 from sharestate.audits.findings.records import replay_error, share_state_gap, share_state_gap_rows
 from sharestate.audits.findings.registry import Source
-from sharestate.audits.groups import share_groups, topic_names
 from sharestate.audits.lag import share_partition_lag
 from sharestate.decode.columns import KEY
 from sharestate.io.checkpoint import Checkpoint
 from sharestate.io.exports import read_end_offsets
 from sharestate.job.config import JobConfig
-from sharestate.job.increment import DriverRows, Increment
+from sharestate.job.increment import Increment
 from sharestate.job.side_by_side import run_side_by_side
+from sharestate.places import arrow_frame
 
 _TIMESTAMP: Final = pa.timestamp("us", tz="UTC")
 
@@ -51,20 +42,10 @@ SHARE_STATE = Source.SHARE_STATE.value
 CONSUMER_OFFSETS = Source.CONSUMER_OFFSETS.value
 
 
-def known_gaps(findings: DataFrame) -> DataFrame:
-    """The gaps of `__share_group_state` the stored findings list: partition, _from, _to."""
-    # share_state_gap's rows, as `findings.rows_of` picks them on the driver.
-    ours = (F.col("code") == share_state_gap.code.value) & (F.col("source") == SHARE_STATE)
-    return findings.filter(ours).select(
-        F.col("source_partition").alias("partition"),
-        F.col("source_offset").alias("_from"),
-        (F.col("source_offset") + F.col("affected") - 1).alias("_to"),
-    )
-
-
-def known_gaps_arrow(findings: pa.Table) -> pa.Table:
-    """`known_gaps` of the findings on the driver (source_partition, _from, _to)."""
-    gaps = findings.filter(rows_of(findings, [share_state_gap]))
+def known_gaps(findings: pa.Table) -> pa.Table:
+    """The gaps of `__share_group_state` the stored findings list: source_partition, _from,
+    _to."""
+    gaps = findings.filter(finding_rules.rows_of(findings, [share_state_gap]))
     start = gaps.column("source_offset")
     return pa.table(
         {
@@ -80,8 +61,8 @@ def _gaps(increment: Increment, stored_findings: pa.Table, checkpoint: Checkpoin
     driver: from the stored gaps, the checkpoint's extents and the run's positions."""
     extents = checkpoint.extents.get(SHARE_STATE, {})
     return gaps_arrow.gaps_after(
-        known_gaps_arrow(stored_findings),
-        increment.share_state_positions(),
+        known_gaps(stored_findings),
+        increment.share_state_positions,
         pa.table(
             {
                 "source_partition": list(extents),
@@ -98,8 +79,8 @@ class AuditTables:
     """The audit tables an incremental run keeps whole for its findings and summary."""
 
     pruning_cutoff: pa.Table
-    share_groups: DataFrame | pa.Table | None
-    share_partition_lag: DataFrame | None
+    share_groups: pa.Table | None
+    share_partition_lag: pa.Table | None
     findings: pa.Table
     #: The quarantine's counts per (source, reason_kind) after this run.
     quarantine_kinds: pa.Table
@@ -109,131 +90,98 @@ class AuditTables:
 class AuditInputs:
     """What pruning_cutoff and findings read besides the per-key steps' results: the
     `__share_group_state` gaps after the run, the per-record rules' findings after it, the
-    quarantine's counts (all on the driver), the share groups and lag (written already),
-    and the findings of the rules over state-sized inputs (`STATE_SIZED_RULES`), on the
-    driver."""
+    quarantine's counts, the share groups and lag (written already), and the findings of
+    the rules over state-sized inputs (`STATE_SIZED_RULES`), all on the driver."""
 
     gaps: pa.Table
     per_record_findings: pa.Table
     kinds: pa.Table
-    groups: DataFrame | pa.Table | None
-    lag: DataFrame | None
+    groups: pa.Table | None
+    lag: pa.Table | None
     state_sized_findings: pa.Table
 
 
 def prepare_audits(
-    increment: Increment,
-    config: JobConfig,
-    checkpoint: Checkpoint,
-    *,
-    quarantine: DataFrame,
-    group_records: DataFrame | None,
-    stored_findings: pa.Table,
-    backfilled: DataFrame | pa.Table,
+    increment: Increment, config: JobConfig, checkpoint: Checkpoint, stored_findings: pa.Table
 ) -> AuditInputs:
     """Bring share_groups and share_partition_lag up to date, and compute what the other
     audit tables read that no per-key step changes: it needs the replay's state, not the
-    segments or ranges, so it runs beside their steps. The groups and lag, and the
-    positions, gaps and per-record findings, depend on nothing of each other's: side by
-    side. Then the rules over state-sized inputs, which read the groups, lag and quarantine
-    counts (every finding rule but the per-record, per-share-partition and placement ones):
-    found here, on the driver, the findings' own step
-    at the end of the run has only rows to gather. `stored_findings`: the findings table
-    before the run; `backfilled`: source, source_partition, source_offset of the rows that
-    arrived below the checkpoint."""
-
-    on_driver = increment.on_driver
+    segments or ranges, so it runs beside their steps. The groups and lag, and the gaps and
+    per-record findings, depend on nothing of each other's: side by side (the lag's is a
+    Spark query). Then the rules over state-sized inputs, which read the groups, lag and
+    quarantine counts (every finding rule but the per-record, per-share-partition and
+    placement ones): found here, by the rules (`sharestate.audits.findings`), the findings' own
+    step at the end of the run has only rows to gather. `stored_findings`: the findings
+    table before the run."""
+    rows = increment.rows
 
     def records_audits() -> tuple[pa.Table, pa.Table, pa.Table]:
         gaps = _gaps(increment, stored_findings, checkpoint)
         per_record = _per_record_rows(increment, stored_findings, gaps)
-        quarantined = (
-            on_driver.quarantine
-            if on_driver is not None
-            else quarantine.select(*QUARANTINE_COLUMNS).toArrow()
-        )
-        kinds = _quarantine_kinds(checkpoint, quarantined)
-        return gaps, per_record, kinds
+        return gaps, per_record, _quarantine_kinds(checkpoint, rows.quarantine)
 
-    def groups_and_lag() -> tuple[DataFrame | pa.Table | None, DataFrame | None]:
-        return _write_groups(increment, group_records), _write_lag(increment, config)
+    def groups_and_lag() -> tuple[pa.Table | None, pa.Table | None]:
+        return _write_groups(increment), _write_lag(increment, config)
 
     (gaps, per_record, kinds), (groups, lag) = run_side_by_side([records_audits, groups_and_lag])
-    # Each a few rows per share-partition or fewer: one small collect each, side by side
-    # (a state too big for the driver stays in Spark).
-    state, groups_rows, lag_rows, backfilled_rows, group_positions = run_side_by_side(
-        [
-            increment.state_rows,
-            lambda: _on_driver(groups),
-            lambda: _on_driver(lag),
-            lambda: backfilled if isinstance(backfilled, pa.Table) else backfilled.toArrow(),
-            lambda: _group_positions(group_records, quarantine, on_driver),
-        ]
+    group_positions = (
+        _group_positions(rows.group_records, rows.quarantine)
+        if rows.group_records is not None
+        else None
     )
     inputs = {
-        "state": state,
+        "state": increment.state,
         "quarantine_kinds": kinds,
         "stall_span_seconds": config.stall_span_seconds,
         "consumer_offsets_extents": _consumer_offsets_extents(checkpoint, group_positions),
         "group_records": _group_records_end(checkpoint, group_positions),
-        "groups": groups_rows,
-        "lag": lag_rows,
-        "backfilled": backfilled_rows,
+        "groups": groups,
+        "lag": lag,
+        "backfilled": rows.backfilled,
     }
-    if state is not None:
-        found = findings_of(STATE_SIZED_RULES, inputs)
-    else:
-        found = _state_sized_in_spark(increment, inputs)
+    found = finding_rules.findings_of(STATE_SIZED_RULES, inputs)
     # Some rule always runs (decode_quarantine reads the counts every run has).
     assert found is not None
     return AuditInputs(gaps, per_record, kinds, groups, lag, found)
-
-
-def _state_sized_in_spark(increment: Increment, inputs: dict[str, Any]) -> pa.Table | None:
-    """The state-sized rules' findings for a state too big to bring to the driver whole:
-    only the columns the rules read of it (`STATE_COLUMNS`) come to the driver, where the
-    rules run (a bridge until the rules run in Spark's tasks)."""
-    state = increment.state.select(*STATE_COLUMNS).toArrow()
-    return findings_of(STATE_SIZED_RULES, {**inputs, "state": state})
 
 
 def _per_record_rows(increment: Increment, stored_findings: pa.Table, gaps: pa.Table) -> pa.Table:
     """The per-record rules' findings after this run: the stored replay errors (less those
     of the keys replayed again) with the new history's, and the gaps after this run."""
     stored = stored_findings.select(FINDINGS_SCHEMA.names).cast(FINDINGS_SCHEMA)
-    errors = stored.filter(rows_of(stored, [replay_error]))
+    errors = stored.filter(finding_rules.rows_of(stored, [replay_error]))
     kept = errors.take(rows_by_key(errors, increment.again_keys, list(KEY), "left anti"))
-    new_errors = replay_error.run({"history": increment.history_rows()})
+    new_errors = replay_error.run({"history": increment.history})
     assert new_errors is not None
-    return concat([kept, new_errors, share_state_gap_rows(gaps)])
+    return finding_rules.concat([kept, new_errors, share_state_gap_rows(gaps)])
 
 
 def per_share_partition_rows(
     increment: Increment, stored_findings: pa.Table, config: JobConfig
 ) -> pa.Table:
-    """The per-share-partition and placement rules' findings after this run, on the
-    driver: the stored per-share-partition rows of the untouched keys with the touched
-    keys' found again from their segments and delivery counts, and the placement rules'
-    rows from every share-partition's placements. They
+    """The per-share-partition and placement rules' findings after this run, on the driver
+    (`sharestate.audits.findings`): the stored per-share-partition rows of the
+    untouched keys with the touched keys' found again from their segments and delivery
+    counts, and the placement rules' rows from every share-partition's placements. They
     read the touched keys' segments and the placements, which the segments' step computes
     on the driver before its commits, and nothing the other findings read: so they are
     found beside those commits (`write_segments`), off the findings' own path, which then
     only gathers rows."""
-    found = per_share_partition_findings(
+    found = finding_rules.per_share_partition_findings(
         stored_findings,
         increment.touched_keys,
         segment_starts=segments_arrow.segment_starts(increment.touched_segments),
-        delivery_counts=increment.new_delivery_counts(),
+        delivery_counts=increment.delivery_counts,
         delivery_count_limit=increment.delivery_count_limit,
     )
-    placed = findings_of(
+    placed = finding_rules.findings_of(
         PLACEMENT_RULES,
         {
             "placements": increment.placement_rows,
             "state_topic_partitions": config.state_topic_partition_count,
         },
     )
-    return concat([found, placed] if placed is not None else [found])
+    return finding_rules.concat([found, placed] if placed is not None else [found])
 
 
 def write_audits(
@@ -258,15 +206,15 @@ def _write_pruning(increment: Increment, gaps: pa.Table) -> pa.Table:
     placements the segments' step left there). Returns the whole table after the change."""
     store = increment.store
     stored = store.read_arrow("pruning_cutoff")
-    positions = increment.share_state_positions()
+    positions = increment.share_state_positions
     table = pruning_arrow.carried_pruning_cutoff(increment.placement_rows, stored, positions, gaps)
     changed_partitions = distinct_keys(
         pa.concat_tables(
             [
                 positions.select(["source_partition"]),
-                increment.history_rows()
-                .select(["source_partition"])
-                .cast(positions.select(["source_partition"]).schema),
+                increment.history.select(["source_partition"]).cast(
+                    positions.select(["source_partition"]).schema
+                ),
             ]
         ),
         ["source_partition"],
@@ -279,43 +227,14 @@ def _write_pruning(increment: Increment, gaps: pa.Table) -> pa.Table:
     return pa.concat_tables([kept, rows])
 
 
-def _write_groups(
-    increment: Increment, group_records: DataFrame | None
-) -> DataFrame | pa.Table | None:
+def _write_groups(increment: Increment) -> pa.Table | None:
     """share_groups: a group with new records is computed again from its stored records and
-    the new ones (the latest record of each record key decides), and its row replaced.
-    Returns the whole table after the change."""
+    the new ones (the latest record of each record key decides), and its row replaced
+    (`groups_arrow.share_groups`, from the new group records and the touched groups' stored
+    records). Returns the whole table after the change."""
+    group_records = increment.rows.group_records
     if group_records is None:
         return None
-    on_driver = increment.on_driver
-    if on_driver is not None and on_driver.group_records is not None:
-        return _write_groups_on_driver(increment, on_driver.group_records)
-    store = increment.store
-    stored = increment.keep(store.read("share_groups"))
-    # Few groups: collected once, they cost no further job wherever they are read.
-    touched_ids = [
-        (row["group_id"],)
-        for row in group_records.filter(F.col("is_share_record"))
-        .select("group_id")
-        .distinct()
-        .collect()
-    ]
-    if not touched_ids:
-        return stored
-    touched = store.spark.createDataFrame(touched_ids, "group_id string")
-    records = (
-        store.read("share_group_records", small=False)
-        .join(touched, "group_id", "left_semi")
-        .unionByName(group_records.join(touched, "group_id", "left_semi"))
-    )
-    rows = increment.keep(share_groups(records))
-    increment.record(store.replace("share_groups", rows, touched, ["group_id"]))
-    return increment.keep(stored.join(touched, "group_id", "left_anti").unionByName(rows))
-
-
-def _write_groups_on_driver(increment: Increment, group_records: pa.Table) -> pa.Table:
-    """`_write_groups` on the driver (`groups_arrow.share_groups`), from the new group
-    records as Arrow and the touched groups' stored records."""
     store = increment.store
     stored = store.read_arrow("share_groups")
     share = group_records.filter(pc.fill_null(group_records.column("is_share_record"), False))
@@ -334,22 +253,36 @@ def _write_groups_on_driver(increment: Increment, group_records: pa.Table) -> pa
     return pa.concat_tables([without_keys(stored, touched, ["group_id"]), rows])
 
 
-def _write_lag(increment: Increment, config: JobConfig) -> DataFrame | None:
+def _write_lag(increment: Increment, config: JobConfig) -> pa.Table | None:
     """share_partition_lag: from the whole state and the --end-offsets table, which its
     user replaces whole between runs, so written whole (a row per share-partition). Topic
-    names come from every group record, stored and new."""
+    names come from every group record, stored and new. One Spark query (it joins the
+    --end-offsets table), its rows brought to the driver."""
     if not config.end_offsets:
         return None
     store = increment.store
-    end_offsets = read_end_offsets(store.spark, config.end_offsets, config.input_format)
+    spark = store.spark
+    end_offsets = read_end_offsets(spark, config.end_offsets, config.input_format)
     names = None
     if config.consumer_offsets:
-        names = topic_names(store.read("share_group_records", small=False))
-        if increment.group_records is not None:
-            names = names.unionByName(topic_names(increment.group_records)).distinct()
-    lag = increment.keep(share_partition_lag(increment.state, end_offsets, names))
-    increment.record(store.overwrite("share_partition_lag", lag))
+        names = _topic_names(increment)
+    state = arrow_frame(spark, increment.state)
+    lag: pa.Table = share_partition_lag(state, end_offsets, names).toArrow()
+    increment.record(store.overwrite_arrow("share_partition_lag", lag))
     return lag
+
+
+def _topic_names(increment: Increment) -> DataFrame:
+    """(topic_id, topic_name) of every group record, stored and new (`groups_arrow`), as
+    the lag reads them: only the stored share records' topic lists come to the driver."""
+    store = increment.store
+    columns = ["is_share_record", "tombstone", *groups_arrow.TOPIC_LIST_COLUMNS]
+    stored = store.read("share_group_records", small=False).filter(F.col("is_share_record"))
+    names = [groups_arrow.topic_names(stored.select(*columns).toArrow())]
+    if increment.rows.group_records is not None:
+        names.append(groups_arrow.topic_names(increment.rows.group_records))
+    both = distinct_keys(pa.concat_tables(names), ["topic_id", "topic_name"])
+    return arrow_frame(store.spark, both)
 
 
 def _write_findings(
@@ -358,25 +291,17 @@ def _write_findings(
     """findings: the rows every rule found after this run, on the driver (`prepared`: the
     per-record and state-sized rules; `per_share_partition`: the per-share-partition and
     placement rules). Written whole from there (it is small), as one file."""
-    rows = concat(
+    rows = finding_rules.concat(
         [prepared.per_record_findings, prepared.state_sized_findings, per_share_partition]
     )
     increment.record(increment.store.overwrite_arrow("findings", rows))
     return rows
 
 
-def _on_driver(table: DataFrame | pa.Table | None) -> pa.Table | None:
-    """A table the run wrote whole, on the driver."""
-    if table is None or isinstance(table, pa.Table):
-        return table
-    rows: pa.Table = table.toArrow()
-    return rows
-
-
 def _quarantine_kinds(checkpoint: Checkpoint, quarantine: pa.Table) -> pa.Table:
     """The quarantine's counts per (source, reason_kind): the checkpoint's plus the new
     rows' (`quarantine_kinds` in Arrow: the first row the lowest in log order)."""
-    new = finding_records.quarantine_kinds(quarantine.select(list(QUARANTINE_COLUMNS)))
+    new = finding_records.quarantine_kinds(quarantine)
     combined: dict[tuple[Any, Any], list[Any]] = {}
     stored = [tuple(kind) for kind in checkpoint.totals.get("quarantine_kinds") or []]
     for source, kind, rows, partition, offset in [*stored, *_kind_tuples(new)]:
@@ -404,28 +329,9 @@ def _null_first(values: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
     return tuple((value is not None, value) for value in values)
 
 
-def _group_positions(
-    group_records: DataFrame | None, quarantine: DataFrame, on_driver: DriverRows | None
-) -> pa.Table | None:
-    """The new `__consumer_offsets` rows' positions and times (decoded and quarantined),
-    on the driver: what the extents and the export's end read."""
-    if group_records is None:
-        return None
-    if on_driver is not None and on_driver.group_records is not None:
-        return _group_positions_arrow(on_driver.group_records, on_driver.quarantine)
-    quarantined = quarantine.filter(
-        (F.col("source") == CONSUMER_OFFSETS) & (F.col("reason_kind") != "wrong topic")
-    )
-    columns = ["source_partition", "source_offset", "source_timestamp"]
-    rows = group_records.select(*columns, F.lit(True).alias("_decoded")).unionByName(
-        quarantined.select(*columns, F.lit(False).alias("_decoded"))
-    )
-    table: pa.Table = rows.toArrow()
-    return table
-
-
-def _group_positions_arrow(group_records: pa.Table, quarantine: pa.Table) -> pa.Table:
-    """`_group_positions` of the new rows as Arrow."""
+def _group_positions(group_records: pa.Table, quarantine: pa.Table) -> pa.Table:
+    """The new `__consumer_offsets` rows' positions and times (decoded and quarantined):
+    what the extents and the export's end read."""
     kept = pc.and_kleene(
         pc.equal(quarantine.column("source"), CONSUMER_OFFSETS),
         pc.not_equal(quarantine.column("reason_kind"), "wrong topic"),

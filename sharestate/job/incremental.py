@@ -4,10 +4,12 @@ A scheduled run over an export that only grows reads the checkpoint of the last 
 run (`sharestate.io.checkpoint`), lists the exports, and reads only the files it has not
 seen (`sharestate.job.arrivals`). With nothing new it writes nothing and says so, and it can
 tell before Spark starts (`nothing_new`, which the command line asks first). Otherwise it
-decodes the new rows, replays the share-partitions they touch from their stored state, and
-brings every table up to date from the new records and the stored rows of what they touch
-(`sharestate.job.increment`, `sharestate.job.increment_audits`): the tables end as a full
-run over everything would leave them.
+brings the new rows to the driver (`sharestate.job.driver_increment`; more than
+LARGE_INCREMENT_ROWS of them make it a full run), decodes them, replays the share-partitions
+they touch from their stored state, and brings every table up to date from the new records
+and the stored rows of what they touch, all in Arrow (`sharestate.job.increment`,
+`sharestate.job.increment_audits`): the tables end as a full run over everything would
+leave them.
 
 Each table's rule, and why it equals the full computation: docs/incremental.md. A run that
 finds the output's tables newer than the checkpoint (a killed run's commits) first puts
@@ -18,32 +20,24 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic
 
 import pyarrow as pa
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from sharestate.audits.findings.registry import Source
-from sharestate.backend import default_parallelism
 from sharestate.io.changes import ExportFiles, list_export, new_files, rows_above
 from sharestate.io.checkpoint import CHECKPOINT_TABLE, Checkpoint
-from sharestate.io.files import session_settings
 from sharestate.io.store import TableStore, is_local
 from sharestate.io.streams import Streams
-from sharestate.job.cache import CacheScope
 from sharestate.job.config import JobConfig
 from sharestate.job.driver_increment import delivered_tables, read_on_driver, replay_new_rows
 from sharestate.job.increment import (
     Beside,
-    DriverRows,
     Increment,
     compact_written,
-    replay_increment,
-    split_keys,
     write_history,
     write_ranges,
     write_segments,
@@ -55,15 +49,7 @@ from sharestate.job.increment_audits import (
     prepare_audits,
     write_audits,
 )
-from sharestate.job.new_rows import (
-    Delivered,
-    FullRunNeeded,
-    NewInputs,
-    arrive,
-    backfilled_positions,
-    input_format,
-    read_new_inputs,
-)
+from sharestate.job.new_rows import Delivered, FullRunNeeded, NewInputs, arrive, input_format
 from sharestate.job.side_by_side import run_side_by_side
 from sharestate.kafka.records import parse_kafka_version
 from sharestate.replay.combiner import LATEST
@@ -138,10 +124,11 @@ def restore_unfinished(store: TableStore, checkpoint: Checkpoint) -> None:
             store.restore(name, version)
 
 
-#: An increment with more rows to apply than this (new and backfilled, of every input) runs
-#: as a full run: an increment's steps bring the touched share-partitions' new rows to the
-#: driver (docs/incremental.md), which suits a scheduled run's few thousand rows, not a
-#: history's worth (a first run over a big drop, a schedule paused for long).
+#: An increment with more rows than this (delivered by the inputs' streams, or to apply: new
+#: and backfilled, of every input) runs as a full run: an increment is read, decoded,
+#: replayed and audited on the driver (docs/incremental.md), which suits a scheduled run's
+#: few thousand rows, not a history's worth (a first run over a big drop, a schedule
+#: paused for long).
 LARGE_INCREMENT_ROWS: Final = 250_000
 #: Below this many rows to apply an increment runs as one, however small the tables are: it
 #: costs seconds, and a full run would cost no less.
@@ -225,7 +212,6 @@ def run_incremental(
     config: JobConfig,
     store: TableStore,
     checkpoint: Checkpoint,
-    cache: CacheScope,
     written: list[str],
     beside: Callable[[NewInputs, Increment], Beside],
     before_work: Callable[[], object] | None = None,
@@ -234,8 +220,8 @@ def run_incremental(
     None when nothing arrived (then nothing is written). `written` gets the name of each
     table as the run changes it: the caller puts those back if the run fails.
     `beside` runs once the touched share-partitions are replayed, side by side with the
-    steps that write the tables (the run summary's counts of the new rows: small Spark
-    jobs that need nothing the steps write). `before_work` runs once it is known that
+    steps that write the tables (the run summary's counts of the new rows, which need
+    nothing the steps write). `before_work` runs once it is known that
     something may have arrived, before anything is read. `NothingArrived`: the streams
     delivered nothing, and only the checkpoint is to be written again."""
     listings = export_listings(config, store.spark)
@@ -251,60 +237,36 @@ def run_incremental(
         end_offsets is None or end_offsets.unchanged_since(checkpoint.exports.get(END_OFFSETS))
     ):
         return NothingArrived(listings, delivered.streams)
-    with _small_data_settings(store.spark):
-        return _apply(config, store, checkpoint, cache, written, listings, delivered, beside)
-
-
-@contextmanager
-def _small_data_settings(spark: SparkSession) -> Iterator[None]:
-    """Spark settings for an increment's computations, put back after: its inputs are a
-    few thousand rows and state-sized tables, so a plan runs as one job (adaptive execution
-    would run each of its stages as a job of its own, and a shuffle would keep the job's
-    many partitions) with a task per two cores: the run's steps submit their plans side by
-    side, and each task of a plan this small costs more to start (its plan deserialized)
-    than it computes. Its expressions are interpreted: an increment runs a hundred small
-    plans once each, and compiling each plan's generated code cost more than it saved
-    (bench/results, `where-time-goes`)."""
-    settings = {
-        "spark.sql.adaptive.enabled": "false",
-        "spark.sql.shuffle.partitions": str(max(1, default_parallelism(spark) // 2)),
-        "spark.sql.codegen.wholeStage": "false",
-        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-    }
-    with session_settings(spark, settings):
-        yield
+    return _apply(config, store, checkpoint, written, listings, delivered, beside)
 
 
 def _apply(
     config: JobConfig,
     store: TableStore,
     checkpoint: Checkpoint,
-    cache: CacheScope,
     written: list[str],
     listings: dict[str, ExportFiles],
     delivered: Delivered,
     beside: Callable[[NewInputs, Increment], Beside],
 ) -> IncrementalRun[Beside]:
     started = time.monotonic()
-    tables = delivered_tables(store, delivered)
-    if tables is not None:
-        new, rows = read_on_driver(config, store, checkpoint, delivered, tables)
-        _refuse_large(new, checkpoint)
-        increment = _increment(config, store, cache, written, new, rows)
-        replay_new_rows(increment)
-        log.info(
-            "read and replayed the new rows on the driver in %.1f s", time.monotonic() - started
+    tables = delivered_tables(store, delivered, LARGE_INCREMENT_ROWS)
+    if tables is None:
+        raise IncrementTooLarge(
+            "the inputs' streams delivered more rows than an increment takes"
+            f" ({LARGE_INCREMENT_ROWS:,})"
         )
-    else:
-        stored_findings = cache.keep(store.read("findings"), StorageLevel.MEMORY_AND_DISK)
-        new = read_new_inputs(config, store, checkpoint, stored_findings, cache, delivered)
-        log.info("read the new rows in %.1f s", time.monotonic() - started)
-        _refuse_large(new, checkpoint)
-        increment = _increment(config, store, cache, written, new)
-        split_keys(increment)
-        replay_increment(increment)
-        log.info("replayed the touched share-partitions in %.1f s", time.monotonic() - started)
-    quarantine = increment.quarantine = increment.keep(new.quarantine())
+    new, rows = read_on_driver(config, store, checkpoint, delivered, tables)
+    _refuse_large(new, checkpoint)
+    increment = Increment(
+        store=store,
+        kafka=parse_kafka_version(config.kafka_version) or LATEST,
+        delivery_count_limit=config.delivery_count_limit,
+        rows=rows,
+        written=written,
+    )
+    replay_new_rows(increment)
+    log.info("read and replayed the new rows on the driver in %.1f s", time.monotonic() - started)
 
     def audit_tables() -> AuditTables:
         # pruning_cutoff and findings read the placements (from the segments' step) and
@@ -319,19 +281,7 @@ def _apply(
                         increment, store.read_arrow("findings"), config
                     ),
                 ),
-                lambda: prepare_audits(
-                    increment,
-                    config,
-                    checkpoint,
-                    quarantine=quarantine,
-                    group_records=increment.group_records,
-                    stored_findings=store.read_arrow("findings"),
-                    backfilled=(
-                        increment.on_driver.backfilled
-                        if increment.on_driver is not None
-                        else backfilled_positions(new)
-                    ),
-                ),
+                lambda: prepare_audits(increment, config, checkpoint, store.read_arrow("findings")),
             ]
         )
         log.info("wrote the segments and groups in %.1f s", time.monotonic() - started)
@@ -341,7 +291,7 @@ def _apply(
     # changes none.
     _, _, audits, counted = run_side_by_side(
         [
-            lambda: _write_records_and_state(increment, quarantine),
+            lambda: _write_records_and_state(increment),
             lambda: write_ranges(increment),
             audit_tables,
             lambda: beside(new, increment),
@@ -352,67 +302,20 @@ def _apply(
     return IncrementalRun(new, increment, audits, listings, delivered.streams, counted)
 
 
-def _increment(
-    config: JobConfig,
-    store: TableStore,
-    cache: CacheScope,
-    written: list[str],
-    new: NewInputs,
-    on_driver: DriverRows | None = None,
-) -> Increment:
-    """The increment of `new` (on the driver: `on_driver`, its rows as Arrow), before the
-    replay."""
-    stored_state = store.read("share_partition_state")
-    return Increment(
-        store=store,
-        cache=cache,
-        kafka=parse_kafka_version(config.kafka_version) or LATEST,
-        delivery_count_limit=config.delivery_count_limit,
-        records=new.state_decoded.records,
-        backfill_positions=new.share_state.backfill_positions,
-        backfilled_rows=new.share_state.backfill,
-        # On the driver the state is read as Arrow; kept, it would cost a job.
-        stored_state=stored_state
-        if on_driver is not None
-        else cache.keep(stored_state, StorageLevel.MEMORY_AND_DISK),
-        group_records=new.groups_decoded.records if new.groups_decoded is not None else None,
-        written=written,
-        on_driver=on_driver,
-    )
-
-
-def _write_records_and_state(increment: Increment, quarantine: DataFrame) -> None:
+def _write_records_and_state(increment: Increment) -> None:
     """The per-record tables gain the new rows; share_partition_state and delivery_counts
     replace the touched keys' rows."""
-    on_driver = increment.on_driver
-    _append(
-        increment,
-        "share_state_records",
-        increment.records,
-        on_driver.records if on_driver is not None else None,
-    )
+    rows = increment.rows
+    _append(increment, "share_state_records", rows.records)
     write_history(increment)
-    if increment.group_records is not None:
-        _append(
-            increment,
-            "share_group_records",
-            increment.group_records,
-            on_driver.group_records if on_driver is not None else None,
-        )
-    _append(
-        increment, "quarantine", quarantine, on_driver.quarantine if on_driver is not None else None
-    )
+    if rows.group_records is not None:
+        _append(increment, "share_group_records", rows.group_records)
+    _append(increment, "quarantine", rows.quarantine)
     write_state(increment)
 
 
-def _append(
-    increment: Increment, name: str, rows: DataFrame, on_driver: pa.Table | None = None
-) -> None:
-    """Append `rows`; `on_driver`: the same rows as Arrow, appended from there (as the
-    table's columns and types)."""
+def _append(increment: Increment, name: str, rows: pa.Table) -> None:
+    """Append `rows` (as the table's columns and types)."""
     store = increment.store
-    if on_driver is None:
-        increment.record(store.append(name, rows))
-        return
     schema = store.arrow_schema(name)
-    increment.record(store.append_arrow(name, on_driver.select(schema.names).cast(schema)))
+    increment.record(store.append_arrow(name, rows.select(schema.names).cast(schema)))

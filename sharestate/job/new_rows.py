@@ -1,32 +1,26 @@
 """What arrived in the exports since the checkpoint: each input's stream run
-(`Trigger.AvailableNow`, `sharestate.io.streams`) and what it delivered, placed against the
-checkpoint and decoded by Spark (`read_new_inputs`) or, for a small increment, on the
-driver (`sharestate.job.driver_increment`), as `NewInputs`."""
+(`Trigger.AvailableNow`, `sharestate.io.streams`) and what it delivered (`Delivered`),
+which the driver reads, places against the checkpoint and decodes
+(`sharestate.job.driver_increment`); `NewInputs` counts what each input brought."""
 
 from __future__ import annotations
 
 import logging
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from sharestate.audits.findings.registry import Source
-from sharestate.decode import spark as spark_decode
 from sharestate.io import streams as streams_io
 from sharestate.io.checkpoint import Checkpoint
 from sharestate.io.files import detect_format, local_path
 from sharestate.io.store import TableStore, is_local
 from sharestate.io.streams import StreamInput, Streams
-from sharestate.job.arrivals import Arrivals, place_arrivals
-from sharestate.job.cache import CacheScope
+from sharestate.job.arrivals import Arrivals
 from sharestate.job.config import JobConfig
-from sharestate.job.increment_audits import known_gaps
 from sharestate.job.side_by_side import run_side_by_side
 from sharestate.kafka.schemas import CONSUMER_OFFSETS_TOPIC, SHARE_STATE_TOPIC
 
@@ -50,37 +44,17 @@ def input_format(path: str, chosen: str, spark: SparkSession | None) -> str:
 
 @dataclass(frozen=True)
 class NewInputs:
-    """What arrived in each export since the checkpoint, decoded."""
+    """What arrived in each export since the checkpoint, counted (the rows themselves, on
+    the driver: `increment.DriverRows`)."""
 
     share_state: Arrivals
-    state_decoded: spark_decode.Decoded
     consumer_offsets: Arrivals | None = None
-    groups_decoded: spark_decode.Decoded | None = None
 
     def arrivals(self) -> dict[str, Arrivals]:
         out = {SHARE_STATE: self.share_state}
         if self.consumer_offsets is not None:
             out[CONSUMER_OFFSETS] = self.consumer_offsets
         return out
-
-    def quarantine(self) -> DataFrame:
-        quarantine = self.state_decoded.quarantine
-        if self.groups_decoded is not None:
-            quarantine = quarantine.unionByName(self.groups_decoded.quarantine)
-        return quarantine
-
-
-def _stored_positions(store: TableStore, source: str) -> DataFrame:
-    """(partition, offset) of the rows of `source` the tables hold."""
-    records = store.read("share_group_records", small=False)
-    quarantined = store.read("quarantine", small=False).filter(F.col("source") == source)
-    positions = [
-        df.select(
-            F.col("source_partition").alias("partition"), F.col("source_offset").alias("offset")
-        )
-        for df in (records, quarantined)
-    ]
-    return positions[0].unionByName(positions[1])
 
 
 @dataclass(frozen=True)
@@ -154,81 +128,9 @@ def arrive(config: JobConfig, store: TableStore, checkpoint: Checkpoint) -> Deli
     )
 
 
-def read_new_inputs(
-    config: JobConfig,
-    store: TableStore,
-    checkpoint: Checkpoint,
-    stored_findings: DataFrame,
-    cache: CacheScope,
-    delivered: Delivered,
-) -> NewInputs:
-    """Place what each input's stream delivered against the checkpoint, and decode it."""
-    spark = store.spark
-
-    def place(
-        source: str,
-        path: str,
-        gaps: DataFrame | None = None,
-        stored_positions: Callable[[], DataFrame] | None = None,
-    ) -> Arrivals:
-        return place_arrivals(
-            spark,
-            source=source,
-            rows=delivered.rows.get(source),
-            fmt=delivered.formats[source],
-            path=path,
-            read_whole=source in delivered.read_whole,
-            checkpoint=checkpoint,
-            cache=cache,
-            gaps=gaps,
-            stored_positions=stored_positions,
-        )
-
-    state = place(
-        SHARE_STATE,
-        config.share_state,
-        gaps=cache.keep(known_gaps(stored_findings), StorageLevel.MEMORY_AND_DISK),
-    )
-    state_decoded = spark_decode.decode_share_state(state.deduplicated(), config.kafka_version)
-    _keep_decoded(state_decoded, cache)
-    if not config.consumer_offsets:
-        return NewInputs(state, state_decoded)
-    offsets = place(
-        CONSUMER_OFFSETS,
-        config.consumer_offsets,
-        stored_positions=lambda: _stored_positions(store, CONSUMER_OFFSETS),
-    )
-    groups = spark_decode.decode_consumer_offsets(offsets.deduplicated(), config.kafka_version)
-    _keep_decoded(groups, cache)
-    return NewInputs(state, state_decoded, offsets, groups)
-
-
-def _keep_decoded(decoded: spark_decode.Decoded, cache: CacheScope) -> None:
-    # An increment's rows are few and every table reads them: decode them once.
-    cache.keep(decoded.all_rows, StorageLevel.MEMORY_AND_DISK)
-    cache.hold(decoded.tee)
-
-
 class FullRunNeeded(Exception):
     """What an incremental run found calls for a full run instead (`reason`)."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-def backfilled_positions(new: NewInputs) -> DataFrame:
-    """source, source_partition, source_offset of the rows that arrived below the
-    checkpoint."""
-    frames = [
-        arrived.backfill_positions.select(
-            F.lit(source).alias("source"),
-            F.col("partition").alias("source_partition"),
-            F.col("offset").alias("source_offset"),
-        )
-        for source, arrived in new.arrivals().items()
-    ]
-    out = frames[0]
-    for more in frames[1:]:
-        out = out.unionByName(more)
-    return out

@@ -18,8 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 from sharestate.audits.findings.records import (
     exported_positions as exported_positions_arrow,
@@ -43,7 +42,7 @@ from sharestate.io.tables import (
 from sharestate.job.audit_written import audit_written
 from sharestate.job.cache import CacheScope
 from sharestate.job.config import JobConfig
-from sharestate.job.extents import arrow_extents, full_run_extents, position_extents_of
+from sharestate.job.extents import arrow_extents, full_run_extents
 from sharestate.job.increment import Increment
 from sharestate.job.incremental import (
     IncrementalRun,
@@ -237,35 +236,31 @@ def _incremental(
     store = TableStore(spark, output)
     written: list[str] = []
     engine = engine_in_use(spark)
-    with CacheScope() as cache:
-        try:
-            run = run_incremental(
-                config,
-                store,
-                checkpoint,
-                cache,
-                written,
-                beside=lambda new, increment: _count_new_rows(new, increment, checkpoint),
-                before_work=lambda: _start_work(spark, config, engine),
+    try:
+        run = run_incremental(
+            config,
+            store,
+            checkpoint,
+            written,
+            beside=lambda new, increment: _count_new_rows(new, increment, checkpoint),
+            before_work=lambda: _start_work(spark, config, engine),
+        )
+        if run is None:
+            return _nothing_new(config, checkpoint)
+        if isinstance(run, NothingArrived):
+            _keep_listings(spark, store, checkpoint, run, written)
+            summary = None
+        else:
+            summary, totals, extents = _incremental_summary(run, checkpoint)
+            summary["engine"] = engine_summary(engine)
+            summary["worked_on"] = "driver"
+            summary["delivery_count_limit"] = config.delivery_count_limit
+            _finish_incremental(
+                spark, config, store, checkpoint, run, summary, totals, extents, written
             )
-            if run is None:
-                return _nothing_new(config, checkpoint)
-            if isinstance(run, NothingArrived):
-                _keep_listings(spark, store, checkpoint, run, written)
-                summary = None
-            else:
-                summary, totals, extents = _incremental_summary(run, checkpoint)
-                summary["engine"] = engine_summary(engine)
-                summary["worked_on"] = "driver"
-                summary["delivery_count_limit"] = config.delivery_count_limit
-                _finish_incremental(
-                    spark, config, store, checkpoint, run, summary, totals, extents, written
-                )
-        except BaseException:
-            _put_back(store, checkpoint, written)
-            raise
-    # After the cache is released: the applied batches are what its frames were read from,
-    # and a Spark Connect server analyses a frame again to unpersist it.
+    except BaseException:
+        _put_back(store, checkpoint, written)
+        raise
     streams_io.tidy(spark, run.streams)
     if summary is None:
         return _nothing_new(config, checkpoint)
@@ -292,44 +287,27 @@ class _CountedBeside:
 
 
 def _count_new_rows(new: NewInputs, increment: Increment, checkpoint: Checkpoint) -> _CountedBeside:
-    """The counts that need only the new rows and the state after the replay (small Spark
-    jobs each: side by side)."""
-    decoded: dict[str, tuple[DataFrame | pa.Table, DataFrame | pa.Table]] = {
-        "share_state": (new.state_decoded.records, new.state_decoded.quarantine)
+    """The counts that need only the new rows and the state after the replay (on the
+    driver, where both are)."""
+    rows = increment.rows
+    decoded = {
+        source: (records, _of_source(rows.quarantine, source))
+        for source, records in (
+            ("share_state", rows.records),
+            ("consumer_offsets", rows.group_records),
+        )
+        if records is not None
     }
-    if new.groups_decoded is not None:
-        decoded["consumer_offsets"] = (new.groups_decoded.records, new.groups_decoded.quarantine)
-    state: DataFrame | pa.Table = increment.state
-    group_records: DataFrame | pa.Table | None = increment.group_records
-    on_driver = increment.on_driver
-    if on_driver is not None:
-        # The new rows are on the driver: counted there (the state too, when it is there).
-        decoded = {
-            source: (records, _of_source(on_driver.quarantine, source))
-            for source, records in (
-                ("share_state", on_driver.records),
-                ("consumer_offsets", on_driver.group_records),
-            )
-            if records is not None
-        }
-        state_rows = increment.state_rows()  # (an empty table is falsy: no `or`)
-        state = state_rows if state_rows is not None else increment.state
-        group_records = on_driver.group_records
-    summary, latest_group_record, extents = run_side_by_side(
-        [
-            lambda: count_new_rows(
-                arrivals=dict(new.arrivals()),
-                decoded=decoded,
-                state=state,
-                previous=dict(checkpoint.totals),
-            ),
-            lambda: _latest_group_record(
-                checkpoint.totals.get("consumer_offsets_end"), group_records
-            ),
-            lambda: _extents_after(new, increment, checkpoint),
-        ]
+    summary = count_new_rows(
+        arrivals=dict(new.arrivals()),
+        decoded=decoded,
+        state=increment.state,
+        previous=dict(checkpoint.totals),
     )
-    return _CountedBeside(summary, extents, latest_group_record)
+    latest_group_record = _latest_group_record(
+        checkpoint.totals.get("consumer_offsets_end"), rows.group_records
+    )
+    return _CountedBeside(summary, _extents_after(increment, checkpoint), latest_group_record)
 
 
 def _of_source(quarantine: pa.Table, source: str) -> pa.Table:
@@ -370,23 +348,14 @@ def _incremental_summary(
     return summary, totals, counted.extents
 
 
-def _extents_after(
-    new: NewInputs, increment: Increment, checkpoint: Checkpoint
-) -> dict[str, dict[int, Extent]]:
-    """The exported extents of each input: the checkpoint's widened by this run's rows
-    (those of `__share_group_state` from its positions on the driver)."""
+def _extents_after(increment: Increment, checkpoint: Checkpoint) -> dict[str, dict[int, Extent]]:
+    """The exported extents of each input: the checkpoint's widened by this run's rows."""
     extents = {source: dict(parts) for source, parts in checkpoint.extents.items()}
-    found = {"share_state": arrow_extents(increment.share_state_positions())}
-    on_driver = increment.on_driver
-    if on_driver is not None and on_driver.group_records is not None:
+    found = {"share_state": arrow_extents(increment.share_state_positions)}
+    rows = increment.rows
+    if rows.group_records is not None:
         found["consumer_offsets"] = arrow_extents(
-            exported_positions_arrow(
-                on_driver.group_records, on_driver.quarantine, "consumer_offsets"
-            )
-        )
-    elif new.groups_decoded is not None:
-        found["consumer_offsets"] = position_extents_of(
-            new.groups_decoded.records, new.quarantine(), "consumer_offsets"
+            exported_positions_arrow(rows.group_records, rows.quarantine, "consumer_offsets")
         )
     for source, parts in found.items():
         for partition, extent in parts.items():
@@ -395,18 +364,12 @@ def _extents_after(
     return extents
 
 
-def _latest_group_record(
-    stored: str | None, group_records: DataFrame | pa.Table | None
-) -> str | None:
+def _latest_group_record(stored: str | None, group_records: pa.Table | None) -> str | None:
     if group_records is None:
         return stored
-    if isinstance(group_records, pa.Table):
-        end = pc.max(group_records.column("source_timestamp")).as_py()
-        # As Spark hands a timestamp to Python: the process's local time, without a zone.
-        end = end.astimezone().replace(tzinfo=None) if end is not None else None
-    else:
-        row = group_records.agg(F.max("source_timestamp").alias("end")).first()
-        end = row["end"] if row is not None else None
+    end = pc.max(group_records.column("source_timestamp")).as_py()
+    # As Spark hands a timestamp to Python: the process's local time, without a zone.
+    end = end.astimezone().replace(tzinfo=None) if end is not None else None
     new = end.isoformat() if end is not None else None
     if stored is None or new is None:
         return stored or new

@@ -1,9 +1,10 @@
 """Steps of a run that do not depend on each other, run side by side.
 
-An increment's Spark jobs (its steps, its summary's counts) are small: each waits mostly
-on Spark's fixed cost per job and stage (scheduling, planning, a commit), not on the cores.
-Steps that read what earlier steps computed and change tables of their own can submit their
-jobs at once, and Spark runs them together (its scheduler takes jobs from several threads).
+Many of a run's steps wait mostly on I/O or on Spark's fixed cost per job and stage
+(scheduling, planning), not on the cores: an increment's commits and its few Spark queries,
+the inputs' streams, a full run's small jobs. Steps that read what earlier steps computed
+and change tables of their own can start at once: their commits overlap, and Spark runs
+their jobs together (its scheduler takes jobs from several threads).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """An incremental run's summary, in the shape of a full run's (`sharestate.job.summary`):
-its inputs are the run's new rows (counted by Spark, or on the driver when the increment
-was read there), the tables' counts the previous running totals plus the run's, or the
-state-sized tables' own."""
+its inputs are the run's new rows (counted on the driver, where the increment is), the
+tables' counts the previous running totals plus the run's, or the state-sized tables' own."""
 
 from __future__ import annotations
 
@@ -10,22 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from sharestate.job import summary_arrow
-from sharestate.job.side_by_side import run_side_by_side
 from sharestate.job.summary import (
     added_counts,
-    count_by_pair,
-    count_by_value,
     pair_totals,
     quarantine_kind_rows,
     ranges_summary,
-    spark_finding_counts,
-    spark_lag_counts,
-    spark_pruning_counts,
-    spark_share_group_counts,
 )
 
 
@@ -39,35 +29,32 @@ class NewRowCounts:
     run_totals: dict[str, Any]
     #: The new records by record type (and layout).
     record_types: dict[str, dict[str, int]]
-    #: The state's share-partitions, groups and deleted share-partitions (`_state_keys`).
+    #: The state's share-partitions, groups and deleted share-partitions.
     state_keys: Mapping[str, Any] | None
 
 
 def count_new_rows(
     *,
     arrivals: dict[str, Any],
-    decoded: dict[str, tuple[DataFrame | pa.Table, DataFrame | pa.Table]],
-    state: DataFrame | pa.Table,
+    decoded: dict[str, tuple[pa.Table, pa.Table]],
+    state: pa.Table,
     previous: dict[str, Any],
 ) -> NewRowCounts:
     """The counts of an incremental run's summary that need only its new rows and the whole
-    state. `arrivals`: input -> `Arrivals`; `decoded`: input -> (records, quarantine),
-    each a DataFrame (counted by Spark) or on the driver (Arrow)."""
-    (inputs, run_totals, record_types), keys = run_side_by_side(
-        [lambda: _incremental_inputs(arrivals, decoded, previous), lambda: _state_keys(state)]
-    )
-    return NewRowCounts(inputs, run_totals, record_types, keys)
+    state. `arrivals`: input -> `Arrivals`; `decoded`: input -> (records, quarantine)."""
+    inputs, run_totals, record_types = _incremental_inputs(arrivals, decoded, previous)
+    return NewRowCounts(inputs, run_totals, record_types, summary_arrow.state_keys(state))
 
 
 def incremental_summary(
     *,
     new_rows: NewRowCounts,
-    quarantine_kinds: DataFrame | pa.Table,
+    quarantine_kinds: pa.Table,
     range_changes: dict[str, tuple[int, int]],
-    findings: DataFrame | pa.Table,
-    pruning_cutoff: DataFrame | pa.Table,
-    share_groups: DataFrame | pa.Table | None,
-    share_partition_lag: DataFrame | None,
+    findings: pa.Table,
+    pruning_cutoff: pa.Table,
+    share_groups: pa.Table | None,
+    share_partition_lag: pa.Table | None,
     previous: dict[str, Any],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """An incremental run's summary, in the shape of a full run's: its inputs are this
@@ -75,32 +62,11 @@ def incremental_summary(
     tables' counts are the whole output's, from the `previous` running totals plus this
     run's, or from the state-sized tables themselves. Returns the summary and the new
     running totals."""
-    # Each count is a small Spark job: they run side by side.
-    kinds, finding_counts, pruning, groups, lag = run_side_by_side(
-        [
-            lambda: quarantine_kind_rows(quarantine_kinds),
-            lambda: (
-                summary_arrow.finding_counts(findings)
-                if isinstance(findings, pa.Table)
-                else spark_finding_counts(findings)
-            ),
-            lambda: (
-                summary_arrow.pruning_counts(pruning_cutoff)
-                if isinstance(pruning_cutoff, pa.Table)
-                else spark_pruning_counts(pruning_cutoff)
-            ),
-            lambda: (
-                summary_arrow.share_group_counts(share_groups)
-                if isinstance(share_groups, pa.Table)
-                else spark_share_group_counts(share_groups)
-                if share_groups is not None
-                else None
-            ),
-            lambda: (
-                spark_lag_counts(share_partition_lag) if share_partition_lag is not None else None
-            ),
-        ]
-    )
+    kinds = quarantine_kind_rows(quarantine_kinds)
+    finding_counts = summary_arrow.finding_counts(findings)
+    pruning = summary_arrow.pruning_counts(pruning_cutoff)
+    groups = summary_arrow.share_group_counts(share_groups) if share_groups is not None else None
+    lag = summary_arrow.lag_counts(share_partition_lag) if share_partition_lag is not None else None
     inputs, run_totals, record_types = new_rows.inputs, new_rows.run_totals, new_rows.record_types
     keys = new_rows.state_keys
     by_kind: dict[str, int] = {}
@@ -149,7 +115,7 @@ def incremental_summary(
 
 def _incremental_inputs(
     arrivals: dict[str, Any],
-    decoded: dict[str, tuple[DataFrame | pa.Table, DataFrame | pa.Table]],
+    decoded: dict[str, tuple[pa.Table, pa.Table]],
     previous: dict[str, Any],
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, int]]]:
     """Per input: this run's counts, the running totals with them, and the new records'
@@ -159,24 +125,14 @@ def _incremental_inputs(
     record_types: dict[str, dict[str, int]] = {}
     for source, arrived in arrivals.items():
         records, quarantined = decoded[source]
-        quarantine_count = (
-            quarantined.num_rows if isinstance(quarantined, pa.Table) else quarantined.count()
-        )
+        quarantine_count = quarantined.num_rows
         if source == "share_state":
-            pairs = (
-                summary_arrow.pair_counts(records, "record_type", "layout")
-                if isinstance(records, pa.Table)
-                else count_by_pair(records, "record_type", "layout")
-            )
+            pairs = summary_arrow.pair_counts(records, "record_type", "layout")
             record_types["by_record_type"] = pair_totals(pairs, 0)
             record_types["by_layout"] = pair_totals(pairs, 1)
             decoded_count = sum(count for _, _, count in pairs)
         else:
-            record_types["groups"] = (
-                summary_arrow.counts_by(records, "record_type")
-                if isinstance(records, pa.Table)
-                else count_by_value(records, "record_type")
-            )
+            record_types["groups"] = summary_arrow.counts_by(records, "record_type")
             decoded_count = sum(record_types["groups"].values())
         counts = arrived.counts
         inputs[source] = {
@@ -203,25 +159,13 @@ def _incremental_inputs(
     return inputs, run_totals, record_types
 
 
-def _state_keys(state: DataFrame | pa.Table) -> Mapping[str, Any] | None:
-    """The state's share-partitions, groups and deleted share-partitions."""
-    if isinstance(state, pa.Table):
-        return summary_arrow.state_keys(state)
-    row = state.agg(
-        F.count(F.lit(1)).alias("keys"),
-        F.countDistinct("group_id").alias("groups"),
-        F.count(F.when(F.col("deleted"), 1)).alias("deleted"),
-    ).first()
-    return row.asDict() if row is not None else None
-
-
 def _replay_counts(
     keys: Mapping[str, Any] | None,
     record_types: dict[str, dict[str, int]],
     previous: dict[str, Any],
 ) -> dict[str, Any]:
     """share_state_records' counts (the running totals plus this run's) and the state's
-    (`keys`: `_state_keys`)."""
+    (`keys`: `summary_arrow.state_keys`)."""
     previous_records = previous.get("share_state_records", {})
     return {
         "share_state_records": {

@@ -24,7 +24,9 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from sharestate.audits import groups_arrow
 from sharestate.audits.findings import PER_SHARE_PARTITION_RULES, FindingRule
+from sharestate.decode.tables import decode_consumer_offsets_table, decode_share_state_table
 from sharestate.io import store as store_module
 from sharestate.io.lock import OutputLockedError, output_lock
 from sharestate.job import cli, driver_increment
@@ -117,13 +119,6 @@ def _plan(state: pa.Table, offsets: pa.Table, runs: int, seed: int) -> list[dict
     return plan
 
 
-def _take_steps(monkeypatch: pytest.MonkeyPatch, steps: str) -> None:
-    """Increments decoded and replayed on the driver (`driver`, as a small one is), or by
-    Spark's distributed steps (`spark`, as a big one is)."""
-    if steps == "spark":
-        monkeypatch.setattr(incremental_module, "delivered_tables", lambda store, delivered: None)
-
-
 def _run(spark: SparkSession, export: Path, output: Path, mode: str) -> dict[str, Any]:
     return main(
         spark,
@@ -138,34 +133,24 @@ def _run(spark: SparkSession, export: Path, output: Path, mode: str) -> dict[str
 
 @pytest.mark.spark
 @pytest.mark.parametrize(
-    ("seed", "writer", "steps"),
+    ("seed", "writer"),
     [
         # On Spark Connect the chains are test_connect.py's (the Spark writer's, and one
         # where serverless refuses caching and settings). Two more seeds, one of them
-        # through Spark's Delta writer: `make test-slow`. `steps`: where the new rows are
-        # decoded and replayed (an increment this small: on the driver, unless made to
-        # take Spark's distributed steps, as a big one does).
-        (11, "delta-rs", "driver"),
-        (11, "delta-rs", "spark"),
-        pytest.param(23, "delta-rs", "driver", marks=pytest.mark.slow),
-        pytest.param(37, "spark", "driver", marks=pytest.mark.slow),
-        pytest.param(37, "spark", "spark", marks=pytest.mark.slow),
+        # through Spark's Delta writer: `make test-slow`.
+        (11, "delta-rs"),
+        pytest.param(23, "delta-rs", marks=pytest.mark.slow),
+        pytest.param(37, "spark", marks=pytest.mark.slow),
     ],
     ids=str,
 )
 def test_runs_over_a_growing_export_end_as_one_full_run(
-    spark: SparkSession,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    seed: int,
-    writer: str,
-    steps: str,
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, writer: str
 ) -> None:
     if writer == "spark":
         # The output as a cluster's would be: read and changed through Spark's Delta
         # reader and writer, not delta-rs on the driver.
         monkeypatch.setattr("sharestate.io.store.is_local", lambda path, spark=None: False)
-    _take_steps(monkeypatch, steps)
     state, offsets = generate(
         SampleSpec(records=1_500, share_partitions=48, records_per_snapshot=4, seed=seed)
     )
@@ -202,12 +187,9 @@ def test_runs_over_a_growing_export_end_as_one_full_run(
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("state_on_driver", [True, False], ids=["state-on-driver", "big-state"])
 def test_findings_of_untouched_share_partitions_are_carried(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state_on_driver: bool
+    spark: SparkSession, tmp_path: Path
 ) -> None:
-    if not state_on_driver:  # the state-sized rules as for a state too big for the driver
-        monkeypatch.setattr(increment_module.Increment, "state_rows", lambda self: None)
     # The second run's records are the last few of one state-topic partition: the other
     # share-partitions' rows of the per-share-partition rules come from the first run.
     # Another partition's export starts after its first records (as after Kafka pruned
@@ -248,9 +230,8 @@ def test_findings_of_untouched_share_partitions_are_carried(
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("steps", ["driver", "spark"])
 def test_a_share_partition_on_two_state_topic_partitions_is_replayed_again(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: str
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The busiest share-partition's later records are on a lower state-topic partition (as
     # after the topic's partition count changed), and the second run brings more of them:
@@ -284,21 +265,80 @@ def test_a_share_partition_on_two_state_topic_partitions_is_replayed_again(
     _write(export / "s", "first.parquet", pa.concat_tables([state.filter(stays), moved[:half]]))
     _run(spark, export, output, "incremental")
     _write(export / "s", "moved.parquet", moved[half:])
-    _take_steps(monkeypatch, steps)
-    name = "split_keys" if steps == "spark" else "split_keys_on_driver"
-    caller = incremental_module if steps == "spark" else driver_increment
-    split = getattr(increment_module, name)
+    split = increment_module.split_keys
     again: list[int] = []
 
     def counted(increment: Any, *args: Any) -> None:
         split(increment, *args)
         again.append(increment.again_count)
 
-    monkeypatch.setattr(caller, name, counted)
+    monkeypatch.setattr(driver_increment, "split_keys", counted)
     assert _run(spark, export, output, "incremental")["mode"] == "incremental"
     assert again == [1]
     _run(spark, export, tmp_path / "full", "full")
     assert_same_tables(output, tmp_path / "full")
+
+
+@pytest.mark.spark
+def test_runs_with_end_offsets_end_as_one_full_run(spark: SparkSession, tmp_path: Path) -> None:
+    # The lag is written whole each run, from the state and --end-offsets; rows that give
+    # only a topic's name take its id from the group records, stored and new.
+    state, offsets = generate(SampleSpec(records=600, share_partitions=12, records_per_snapshot=4))
+    records = decode_share_state_table(state).records
+    named = groups_arrow.topic_names(decode_consumer_offsets_table(offsets).records)
+    names = dict(
+        zip(
+            named.column("topic_id").to_pylist(),
+            named.column("topic_name").to_pylist(),
+            strict=True,
+        )
+    )
+    pairs = sorted(
+        set(
+            zip(
+                records.column("topic_id").to_pylist(),
+                records.column("partition").to_pylist(),
+                strict=True,
+            )
+        )
+    )
+    ends = [
+        {
+            "topic_id": None if i % 2 and topic in names else topic,
+            "topic": names.get(topic) if i % 2 else None,
+            "partition": partition,
+            "end_offset": 100 + i,
+        }
+        for i, (topic, partition) in enumerate(pairs)
+    ]
+    assert any(end["topic_id"] is None for end in ends)
+    end_offsets = tmp_path / "end_offsets"
+    _write(end_offsets, "ends.parquet", pa.Table.from_pylist(ends))
+    half, offsets_half = pc.less(state.column("offset"), 20), pc.less(offsets.column("offset"), 8)
+    export = tmp_path / "export"
+
+    def run(output: Path, mode: str) -> dict[str, Any]:
+        return main(
+            spark,
+            JobConfig(
+                share_state=str(export / "s"),
+                consumer_offsets=str(export / "o"),
+                end_offsets=str(end_offsets),
+                output=str(output),
+                mode=mode,
+            ),
+        )
+
+    _write(export / "s", "a.parquet", state.filter(half))
+    _write(export / "o", "a.parquet", offsets.filter(offsets_half))
+    run(tmp_path / "incremental", "incremental")
+    _write(export / "s", "b.parquet", state.filter(pc.invert(half)))
+    _write(export / "o", "b.parquet", offsets.filter(pc.invert(offsets_half)))
+    summary = run(tmp_path / "incremental", "incremental")
+    assert summary["mode"] == "incremental"
+    assert summary["lag"]["with_lag"] > 0, summary["lag"]
+    run(tmp_path / "full", "full")
+    assert_same_tables(tmp_path / "incremental", tmp_path / "full")
 
 
 def _codes(spark: SparkSession, output: Path, rules: Sequence[FindingRule[Any]]) -> set[str]:
@@ -377,8 +417,6 @@ def test_a_killed_run_is_put_back_by_the_next(spark: SparkSession, tmp_path: Pat
 def test_an_increment_larger_than_an_increment_takes_runs_as_a_full_run(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sharestate.job import incremental as incremental_module
-
     state, offsets = generate(SampleSpec(records=600, share_partitions=12, records_per_snapshot=4))
     first = pc.less(state.column("offset"), 10)
     export, output = tmp_path / "export", tmp_path / "out"
@@ -401,6 +439,31 @@ def test_an_increment_larger_than_an_increment_takes_runs_as_a_full_run(
     _write(export / "o", "b.parquet", offsets.slice(0, 2))
     monkeypatch.setattr(incremental_module, "LARGE_INCREMENT_ROWS", 250_000)
     assert _run(spark, export, output, "incremental")["mode"] == "incremental"
+
+
+@pytest.mark.spark
+def test_more_rows_delivered_than_an_increment_takes_make_a_full_run(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state, offsets = generate(SampleSpec(records=600, share_partitions=12, records_per_snapshot=4))
+    first = pc.less(state.column("offset"), 10)
+    export, output = tmp_path / "export", tmp_path / "out"
+    _write(export / "s", "a.parquet", state.filter(first))
+    _write(export / "o", "a.parquet", offsets)
+    _run(spark, export, output, "incremental")
+    _write(export / "s", "b.parquet", state.filter(pc.invert(first)))
+    arrived = state.num_rows - pc.sum(first.cast("int64")).as_py()
+    # Not told from the new files before reading (as for an export that is not local): the
+    # streams deliver the rows, and there are more than an increment takes.
+    monkeypatch.setattr(incremental_module, "is_local", lambda path, spark=None: False)
+    monkeypatch.setattr(incremental_module, "LARGE_INCREMENT_ROWS", arrived - 1)
+    summary = _run(spark, export, output, "incremental")
+    assert summary["mode"] == "full"
+    assert summary["full_run_because"] == (
+        f"the inputs' streams delivered more rows than an increment takes ({arrived - 1:,})"
+    )
+    _run(spark, export, tmp_path / "full", "full")
+    assert_same_tables(output, tmp_path / "full")
 
 
 @pytest.mark.spark
