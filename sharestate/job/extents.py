@@ -5,11 +5,8 @@ partition, the first and last exported offset the run processed and how many row
 from __future__ import annotations
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from sharestate.audits import AuditTables, gaps_arrow
-from sharestate.audits.pruning import exported_positions
 from sharestate.io.checkpoint import Extent
 
 
@@ -33,29 +30,6 @@ def _cutoff_extents(pruning: pa.Table) -> dict[int, Extent]:
         )
         for row in pruning.to_pylist()
         if row["exported_records"]
-    }
-
-
-def position_extents_of(
-    records: DataFrame, quarantine: DataFrame, source: str
-) -> dict[int, Extent]:
-    """Per partition of input `source`: the extent of its exported positions among
-    `records` and `quarantine`."""
-    # `gaps_arrow.position_extents` in Spark: the positions of a big export stay there.
-    extents = (
-        exported_positions(records, quarantine, source)
-        .groupBy("source_partition")
-        .agg(
-            F.count(F.lit(1)).alias("rows"),
-            F.min("source_offset").alias("first_offset"),
-            F.max("source_offset").alias("last_offset"),
-        )
-    )
-    return {
-        int(row["source_partition"]): Extent(
-            int(row["first_offset"]), int(row["last_offset"]), int(row["rows"])
-        )
-        for row in extents.collect()
     }
 
 

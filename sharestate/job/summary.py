@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sharestate.audits import REASON_DELIVERY_LIMIT, SEVERITIES
+from sharestate.audits import REASON_DELIVERY_LIMIT
 from sharestate.io.exports import count_rows
 from sharestate.job import summary_arrow
 from sharestate.job.pipeline import Results, audit_tables
@@ -82,19 +82,6 @@ def summarize(results: Results, on_driver: Mapping[str, pa.Table] | None = None)
     }
     summary.update(audits)
     return summary
-
-
-def count_by_value(df: DataFrame, column: str) -> dict[str, int]:
-    return {
-        str(row[column]): int(row["count"])
-        for row in df.groupBy(column).count().orderBy(column).collect()
-    }
-
-
-def count_by_pair(df: DataFrame, first: str, second: str) -> list[_Pair]:
-    """Rows per (first, second) value pair: one Spark job for two breakdowns."""
-    rows = df.groupBy(first, second).count().collect()
-    return [(row[first], row[second], int(row["count"])) for row in rows]
 
 
 def pair_totals(pairs: list[_Pair], index: int) -> dict[str, int]:
@@ -174,63 +161,6 @@ def _ranges_counts(by_reason: dict[str, tuple[int, int]]) -> dict[str, Any]:
                 reason: {"ranges": r, "offsets": o} for reason, (r, o) in archived.items()
             },
         },
-    }
-
-
-def spark_finding_counts(findings: DataFrame) -> dict[str, Any]:
-    by_code: dict[str, dict[str, int]] = {}
-    by_severity = dict.fromkeys(SEVERITIES, 0)
-    for row in findings.groupBy("severity", "code").count().collect():
-        by_severity[row["severity"]] = by_severity.get(row["severity"], 0) + int(row["count"])
-        by_code.setdefault(row["severity"], {})[row["code"]] = int(row["count"])
-    return {
-        "by_severity": by_severity,
-        "by_code": {severity: dict(sorted(codes.items())) for severity, codes in by_code.items()},
-    }
-
-
-def spark_pruning_counts(pruning_cutoff: DataFrame) -> dict[str, int] | None:
-    pruning = pruning_cutoff.agg(
-        F.count(F.lit(1)).alias("partitions"),
-        F.count(F.when(F.col("prunable"), 1)).alias("prunable"),
-        F.sum("records_before_cutoff").alias("records_before_cutoff"),
-    ).first()
-    if pruning is None:
-        return None
-    return {
-        "partitions": int(pruning["partitions"]),
-        "prunable": int(pruning["prunable"]),
-        "records_before_cutoff": int(pruning["records_before_cutoff"] or 0),
-    }
-
-
-def spark_share_group_counts(share_groups: DataFrame) -> dict[str, int] | None:
-    groups = share_groups.agg(
-        F.count(F.lit(1)).alias("groups"),
-        F.count(F.when(F.col("deleted"), 1)).alias("deleted"),
-        F.sum("member_count").alias("members"),
-    ).first()
-    if groups is None:
-        return None
-    return {
-        "groups": int(groups["groups"]),
-        "deleted": int(groups["deleted"]),
-        "members": int(groups["members"] or 0),
-    }
-
-
-def spark_lag_counts(lag_table: DataFrame) -> dict[str, int] | None:
-    lag = lag_table.agg(
-        F.count(F.lit(1)).alias("share_partitions"),
-        F.count("lag").alias("with_lag"),
-        F.sum("lag").alias("total_lag"),
-    ).first()
-    if lag is None:
-        return None
-    return {
-        "share_partitions": int(lag["share_partitions"]),
-        "with_lag": int(lag["with_lag"]),
-        "total_lag": int(lag["total_lag"] or 0),
     }
 
 
