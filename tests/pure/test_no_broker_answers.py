@@ -1,7 +1,7 @@
 """Asking a `kafka://` input's cluster for its topic (`sharestate.io.brokers`) where no broker
 answers: refused within the deadline in one line naming the address, nothing printed by
 librdkafka; and without confluent-kafka, one line saying what to install. The answers of a
-real broker are in tests/kafka/test_brokers.py."""
+real broker are in tests/kafka/test_broker_answers.py."""
 
 from __future__ import annotations
 

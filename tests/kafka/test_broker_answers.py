@@ -1,7 +1,7 @@
 """`sharestate.io.brokers` against a real Kafka 4.4.0 broker (`make setup-kafka`; skipped
 without it): a topic's partitions, an internal topic, a missing topic (not created by
 asking), a bootstrap list whose first address does not answer, and a broker that starts
-within the deadline. Where no broker answers: tests/pure/test_brokers.py."""
+within the deadline. Where no broker answers: tests/pure/test_no_broker_answers.py."""
 
 from __future__ import annotations
 
