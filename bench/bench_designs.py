@@ -313,10 +313,13 @@ def _rows(path: Path) -> int:
 
 def compare(got: Path, want: Path) -> list[str]:
     """The differences of the output `got` from `want`, a line per table (none: equal)."""
-    names = delta_tables(want)
-    if delta_tables(got) != names:
-        return [f"tables differ: {delta_tables(got)} against {names}"]
+    names, got_names = delta_tables(want), delta_tables(got)
     differences = []
+    if got_names != names:
+        only_got = sorted(set(got_names) - set(names))
+        only_want = sorted(set(names) - set(got_names))
+        differences.append(f"tables differ: only in {got}: {only_got}; only in {want}: {only_want}")
+        names = [name for name in names if name in got_names]
     for name in names:
         try:
             if max(_rows(got / name), _rows(want / name)) > PYTHON_ROWS:
