@@ -173,7 +173,7 @@ def load_results(folder: Path) -> list[dict[str, Any]]:
         absent = [key for key in REQUIRED_RESULT_KEYS if key not in result]
         if absent:
             raise PluginError(f"{path.name}: no {', '.join(absent)}")
-        if result["benchmark"] not in COLUMNS:
+        if _table_of(result) not in COLUMNS:
             raise PluginError(f"{path.name}: unknown benchmark {result['benchmark']!r}")
         results.append({**result, "_file": path.name})
     return results
@@ -311,6 +311,24 @@ def _source(result: dict[str, Any]) -> str:
     return f"{result.get('source', '')} (`{result['_file']}`)".strip()
 
 
+def _table_of(result: dict[str, Any]) -> str:
+    """The table of COLUMNS a result goes to: its benchmark's, but a `designs` result of the
+    layout before the protocols (increments only) has a table of its own."""
+    if result["benchmark"] == "designs" and "protocols" not in result["results"]:
+        return "designs-increments"
+    return str(result["benchmark"])
+
+
+def _tables_equal(result: dict[str, Any]) -> str:
+    """Whether each protocol's outputs equalled the base's: "yes", or the protocols that
+    differed."""
+    equal = _get(result, "results", "tables_equal")
+    if not isinstance(equal, dict) or not equal:
+        return "—"
+    differing = [name for name, same in equal.items() if not same]
+    return "yes" if not differing else "no: " + ", ".join(differing)
+
+
 Column = tuple[str, Callable[[dict[str, Any]], str]]
 _COMMON_HEAD: Final[list[Column]] = [("date (UTC)", _date), ("commit", _commit)]
 _COMMON_TAIL: Final[list[Column]] = [("machine", _machine), ("source", _source)]
@@ -439,9 +457,72 @@ COLUMNS: Final[dict[str, tuple[str, list[Column]]]] = {
         ],
     ),
     "designs": (
-        "Two designs (`bench/bench_designs.py`): an older commit (base) and the work tree"
-        " (current) taking turns in one session, 10,000 new records on the 10M history, the"
-        " medians of the turns",
+        "Two designs (`bench/bench_designs.py`): an older commit (base, its own JVM jar) and"
+        " the work tree (current) taking turns in one run, per protocol; the medians of the"
+        " turns, new / base, and whether every output table was equal to the base's",
+        [
+            ("base", lambda result: f"`{_get(result, 'results', 'base')}`"),
+            ("job10m full: base", _seconds("protocols", "job10m", "medians", "base", "full")),
+            ("current", _seconds("protocols", "job10m", "medians", "current", "full")),
+            ("new / base", _ratio("ratios", "job10m_full_current_over_base", suffix="x")),
+            ("jar / no jar", _ratio("ratios", "job10m_full_jar_over_no_jar", suffix="x")),
+            (
+                "10,000 new (rewound): base",
+                _seconds("protocols", "increment10m", "medians", "base", "parquet_rewound_median"),
+            ),
+            (
+                "current",
+                _seconds(
+                    "protocols", "increment10m", "medians", "current", "parquet_rewound_median"
+                ),
+            ),
+            (
+                "new / base",
+                _ratio(
+                    "ratios", "increment10m_parquet_rewound_median_current_over_base", suffix="x"
+                ),
+            ),
+            (
+                "successive new / base: Parquet",
+                _ratio(
+                    "ratios",
+                    "increment10m_parquet_successive_median_current_over_base",
+                    suffix="x",
+                ),
+            ),
+            (
+                "Delta",
+                _ratio(
+                    "ratios", "increment10m_delta_successive_median_current_over_base", suffix="x"
+                ),
+            ),
+            (
+                "500k full: new / base",
+                _ratio("ratios", "shapes500k_full_current_over_base", suffix="x"),
+            ),
+            (
+                "500k fresh 10,000 new: new / base",
+                _ratio("ratios", "shapes500k_fresh_increment_current_over_base", suffix="x"),
+            ),
+            (
+                "2M 1M-record increment: new / base",
+                _ratio("ratios", "shapes2m_increment_current_over_base", suffix="x"),
+            ),
+            (
+                "Connect full: new / base",
+                _ratio("ratios", "connect1m_full_current_over_base", suffix="x"),
+            ),
+            (
+                "Connect 10,000 new: new / base",
+                _ratio("ratios", "connect1m_increment_current_over_base", suffix="x"),
+            ),
+            ("tables equal", _tables_equal),
+        ],
+    ),
+    "designs-increments": (
+        "Two designs, before 2026-12 (`bench/bench_designs.py`, increments only): an older"
+        " commit (base) and the work tree (current) taking turns in one session, 10,000 new"
+        " records on the 10M history, the medians of the turns",
         [
             ("base", lambda result: f"`{_get(result, 'results', 'base')}`"),
             ("Parquet, rewound: base", _seconds("measured", "parquet", "base", "rewound_median")),
@@ -492,7 +573,7 @@ def results_tables(results: list[dict[str, Any]]) -> str:
     """A table per benchmark, newest run first."""
     parts = []
     for benchmark, (title, columns) in COLUMNS.items():
-        runs = [result for result in results if result["benchmark"] == benchmark]
+        runs = [result for result in results if _table_of(result) == benchmark]
         runs.sort(key=lambda result: (str(result["date"]), result["_file"]), reverse=True)
         every = [*_COMMON_HEAD, *columns, *_COMMON_TAIL]
         parts.append(f"### {title}\n")
