@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from sharestate.arrow_keys import KeyGroups
 from sharestate.audits.counts_arrow import exploded
 from sharestate.decode.columns import KEY, LOG_ORDER
-from sharestate.kafka.constants import ARCHIVED, SNAPSHOT, UPDATE
+from sharestate.kafka.constants import ARCHIVED, SNAPSHOT, UPDATE, as_java_long
 
 _TIMESTAMP: Final = pa.timestamp("us", tz="UTC")
 #: `ranges`' `reason` values (`ranges.REASON_*`, which import Spark; the tests hold them
@@ -195,7 +195,8 @@ def _with_final_state(merged: pa.Table, final: pa.Table) -> pa.Table:
             for batch in (state["_archived"] or [] if state else [])
             if batch["first_offset"] <= last and batch["last_offset"] >= first
         )
-        offsets = 0 if deleted else in_state
+        # Kafka's offsets are Java longs: the count of an impossible batch wraps as there.
+        offsets = 0 if deleted else as_java_long(in_state)
         start = state["_eso"] if state else None
         bound = state["_bound"] if state else None
         columns["share_partition_deleted"].append(flag)

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from sharestate.audits import REASON_DELIVERY_LIMIT, SEVERITIES
 from sharestate.decode.columns import KEY
+from sharestate.kafka.constants import as_java_long
 from sharestate.places import Frame, Step, by_key
 
 #: One pair count: (first value, second value, rows).
@@ -166,6 +167,5 @@ def _sum(values: pa.ChunkedArray) -> int:
 
 
 def _exact_sum(values: pa.ChunkedArray) -> int:
-    """The exact sum as Java's long arithmetic wraps it (`as_java_long`)."""
-    total = sum(v for v in values.to_pylist() if v is not None)
-    return int((total + 2**63) % 2**64 - 2**63)
+    """The exact sum as Java's long arithmetic wraps it."""
+    return as_java_long(sum(v for v in values.to_pylist() if v is not None))

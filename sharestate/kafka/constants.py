@@ -33,3 +33,14 @@ TOMBSTONE: Final = "tombstone"
 #: against records Kafka's own serializers wrote (tests/kafka/golden/). A later release may
 #: change a layout inside value version 0, as 4.1 and 4.2 did: it is refused, not guessed.
 KNOWN_KAFKA_RELEASES: Final = ((4, 0), (4, 1), (4, 2), (4, 3), (4, 4))
+
+#: Java's `Long.MAX_VALUE`: offsets and counts are Java longs in Kafka.
+LONG_MAX: Final = 2**63 - 1
+
+
+def as_java_long(exact: int) -> int:
+    """An exact integer as Java's long arithmetic wraps it (offset counts of impossible
+    batches near `Long.MAX_VALUE`, which Kafka's own classes wrap, as the replay must)."""
+    if -LONG_MAX - 1 <= exact <= LONG_MAX:
+        return exact
+    return (exact + LONG_MAX + 1) % (1 << 64) - LONG_MAX - 1

@@ -26,7 +26,15 @@ from typing import Any, Final
 import pyarrow as pa
 
 from sharestate.decode.columns import KEY, STATE_BATCH_TYPE, STATE_BATCHES_TYPE
-from sharestate.kafka.constants import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, TERMINAL
+from sharestate.kafka.constants import (
+    ACKNOWLEDGED,
+    ACQUIRED,
+    ARCHIVED,
+    AVAILABLE,
+    LONG_MAX,
+    TERMINAL,
+    as_java_long,
+)
 from sharestate.replay.combiner import LATEST, SWEEP_SINCE, Batch, combine, sweep
 
 COUNT_COLUMNS: Final = {
@@ -128,16 +136,7 @@ FOLD_INPUT_FIELDS: Final = [
 FOLD_INPUT: Final = tuple(f.name for f in FOLD_INPUT_FIELDS)
 _STARTS_SEGMENT: Final = frozenset({"snapshot", "tombstone"})
 _NO_ROW: Final = object()
-_LONG_MAX: Final = 2**63 - 1
 _DELETED_ROW: Final = (True, *([None] * (len(COMPUTED_FIELDS) - 2)), None)
-
-
-def _as_long(value: int) -> int:
-    """`value` as Java's long arithmetic has it (offset counts near Long.MAX_VALUE wrap, as
-    in the JVM fold)."""
-    if -_LONG_MAX - 1 <= value <= _LONG_MAX:
-        return value
-    return (value + _LONG_MAX + 1) % (1 << 64) - _LONG_MAX - 1
 
 
 def _last(batch: Batch) -> int:
@@ -151,7 +150,7 @@ def _first(batch: Batch) -> int:
 def _valid(batches: Sequence[Batch]) -> bool:
     """Batches the windowed sweep may take: none ends before it starts or at Long.MAX_VALUE
     (where Java's offset + 1 wraps)."""
-    return all(first <= last < _LONG_MAX for first, last, _, _ in batches)
+    return all(first <= last < LONG_MAX for first, last, _, _ in batches)
 
 
 def _canonical(batches: Sequence[Batch]) -> bool:
@@ -308,7 +307,7 @@ class _Segment:
                 continue
             if first > start or state not in TERMINAL:
                 break
-            start = last + 1 if last < _LONG_MAX else -_LONG_MAX - 1  # Java's long wraps
+            start = last + 1 if last < LONG_MAX else -LONG_MAX - 1  # Java's long wraps
         return start
 
     def row(self, error: str | None) -> tuple[Any, ...]:
@@ -326,10 +325,10 @@ class _Segment:
             self.create_timestamp,
             self.write_timestamp,
             self.delivery_complete_count,
-            _as_long(counts.get(AVAILABLE, 0)),
-            _as_long(counts.get(ACQUIRED, 0)),
-            _as_long(counts.get(ACKNOWLEDGED, 0)),
-            _as_long(counts.get(ARCHIVED, 0)),
+            as_java_long(counts.get(AVAILABLE, 0)),
+            as_java_long(counts.get(ACQUIRED, 0)),
+            as_java_long(counts.get(ACKNOWLEDGED, 0)),
+            as_java_long(counts.get(ARCHIVED, 0)),
             len(self.batches),
             error,
         )

@@ -20,14 +20,8 @@ from sharestate.audits.findings.registry import (
 )
 from sharestate.audits.findings.rows import age_at_least, hours_between, message, text_of
 from sharestate.decode.columns import KEY
+from sharestate.kafka.constants import as_java_long
 from sharestate.replay.fold import LATEST_TIMESTAMP, SINCE
-
-_TWO_TO_63 = 2**63
-
-
-def _as_java_long(exact: int) -> int:
-    """An exact integer wrapped to a signed 64-bit long, as Java's long arithmetic wraps it."""
-    return (exact + _TWO_TO_63) % (2 * _TWO_TO_63) - _TWO_TO_63
 
 
 @finding_rule(FindingCode.DELIVERY_COUNT_ABOVE_LIMIT, Severity.WARNING, per_share_partition=True)
@@ -62,7 +56,7 @@ def delivery_count_above_limit(delivery_counts: pa.Table, delivery_count_limit: 
         {
             **key_columns,
             "_offsets": pa.array(
-                [None if (s := sums[k]) is None else _as_java_long(s) for k in groups],
+                [None if (s := sums[k]) is None else as_java_long(s) for k in groups],
                 pa.int64(),
             ),
             "_max": pa.array(
