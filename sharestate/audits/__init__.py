@@ -116,9 +116,8 @@ class AuditTables:
         poison = self.poison_messages.append_column(
             "reason", pa.array([REASON_DELIVERY_LIMIT] * self.poison_messages.num_rows)
         ).select(self.archived_messages.column_names)
-        return pa.concat_tables(
-            [poison.cast(self.archived_messages.schema), self.archived_messages]
-        )
+        archived = self.archived_messages
+        return pa.concat_tables([poison.cast(archived.schema), archived])
 
 
 def _rules_reading(name: str) -> tuple[FindingRule[Any], ...]:
@@ -238,11 +237,8 @@ def audit(
         place,
     )
     log.info("read the positions per state-topic partition in %.1f s", time.monotonic() - started)
-    found = {
-        rule.name: rows
-        for rule in (*_HISTORY_RULES, *_POSITION_RULES)
-        for rows in [{**of_history, **of_positions}[rule.name]]
-    }
+    by_step = {**of_history, **of_positions}
+    found = {rule.name: by_step[rule.name] for rule in (*_HISTORY_RULES, *_POSITION_RULES)}
 
     counts = counts_arrow.delivery_counts(state_rows, limit)
     groups = groups_arrow.share_groups(group_rows) if group_rows is not None else None

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from sharestate.kafka.constants import DELIVERY_STATE_NAMES
 
-#: The columns of `delivery_counts`, as `counts.delivery_counts(...).toArrow()` gives them.
+#: The columns of `delivery_counts`.
 DELIVERY_COUNTS_SCHEMA: Final = pa.schema(
     [
         pa.field("group_id", pa.string()),
@@ -105,7 +105,7 @@ def delivery_state_names(states: pa.Array | pa.ChunkedArray) -> pa.Array | pa.Ch
 
 
 def delivery_counts(state: pa.Table, delivery_count_limit: int = 5) -> pa.Table:
-    """`counts.delivery_counts`: offsets per (share-partition, delivery_state,
+    """Offsets per (share-partition, delivery_state,
     delivery_count) in the final state (`share_partition_state` rows) of every
     share-partition that is not deleted.
 

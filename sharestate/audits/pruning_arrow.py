@@ -46,7 +46,7 @@ _PARTITION: Final = ["source_partition"]
 
 def cutoffs(placements: pa.Table) -> pa.Table:
     """Per `__share_group_state` partition with placements: the offset Kafka would prune up
-    to and the share-partitions behind it (`pruning._cutoffs`). A share-partition is tracked
+    to and the share-partitions behind it. A share-partition is tracked
     when its latest snapshot or tombstone is a snapshot, live when its last record is not a
     tombstone; the cut-off is the lowest tracked snapshot's offset, else the partition's
     latest snapshot or tombstone's."""
@@ -176,8 +176,8 @@ def _before_cutoff(
 
 
 def pruning_cutoff(placements: pa.Table, positions: pa.Table) -> pa.Table:
-    """`pruning.pruning_cutoff`, as a full run computes it: per partition of the exported
-    `positions` (source_partition, source_offset: `pruning.exported_positions`), how many
+    """The pruning cut-off as a full run computes it: per partition of the exported
+    `positions` (source_partition, source_offset: `findings.records.exported_positions`), how many
     there are, the first and last, and how many lie below the cut-off of `cutoffs` of
     `placements` (every share-partition's). A null partition is a group of its own, with no
     cut-off, as Spark's `groupBy` and join leave it."""

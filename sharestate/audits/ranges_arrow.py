@@ -22,8 +22,7 @@ from sharestate.decode.columns import KEY, LOG_ORDER
 from sharestate.kafka.constants import ARCHIVED, SNAPSHOT, UPDATE, as_java_long
 
 _TIMESTAMP: Final = pa.timestamp("us", tz="UTC")
-#: `ranges`' `reason` values (`ranges.REASON_*`, which import Spark; the tests hold them
-#: equal).
+#: The `reason` values of the archived ranges.
 REASON_DELIVERY_LIMIT: Final = "delivery_count_limit"
 REASON_BELOW_LIMIT: Final = "below_delivery_limit"
 REASON_NEVER_DELIVERED: Final = "never_delivered"
@@ -31,7 +30,7 @@ _BY: Final = (*KEY, "reason")
 #: The first and last record that showed a part of a range.
 _SEEN: Final = ("source_partition", "source_offset", "timestamp")
 
-#: The columns of `archived_messages`, as `ranges.archived_ranges` gives them.
+#: The columns of `archived_messages`.
 RANGES_SCHEMA: Final = pa.schema(
     [
         ("group_id", pa.string()),
@@ -57,7 +56,7 @@ RANGES_SCHEMA: Final = pa.schema(
         ("settled", pa.bool_()),
     ]
 )
-#: The merged form (`ranges.merge_ranges`' columns): a range without what the final state
+#: The merged form (`_merge`'s columns): a range without what the final state
 #: says of it.
 _MERGED: Final = [field.name for field in RANGES_SCHEMA][
     : RANGES_SCHEMA.get_field_index("sightings") + 1
@@ -72,8 +71,8 @@ def _column(table: pa.Table, name: str) -> np.ndarray[Any, Any]:
 
 
 def _as_aggregated(intervals: pa.Table) -> pa.Table:
-    """Intervals (`ranges.reasoned_intervals` rows) in the aggregated form: each its own
-    first and last sighting, seen once (`ranges._as_aggregated`)."""
+    """Intervals (`reasoned_intervals` rows) in the aggregated form: each its own first
+    and last sighting, seen once."""
     n = intervals.num_rows
     seen = {
         f"{which}_seen_{name}": intervals.column(
@@ -109,7 +108,7 @@ def _running_max(values: np.ndarray[Any, Any], groups: KeyGroups) -> np.ndarray[
 
 
 def _merge(aggregated: pa.Table) -> pa.Table:
-    """`ranges.merge_ranges` of rows in the aggregated form: per `_BY`, overlapping or
+    """Rows in the aggregated form merged: per `_BY`, overlapping or
     touching intervals joined into maximal ranges, each with the max and min delivery count,
     the earliest and latest sighting (log order) and the sum of sightings of its rows."""
     if aggregated.num_rows == 0:
@@ -165,8 +164,8 @@ def _merge(aggregated: pa.Table) -> pa.Table:
 
 
 def _with_final_state(merged: pa.Table, final: pa.Table) -> pa.Table:
-    """`ranges._with_final_state`: what the final state (`final`, rows of
-    `ranges.final_state_columns`) says of each range."""
+    """What the final state (`final`, rows of `final_state_columns`) says of each
+    range."""
     by_key = {
         (row["group_id"], row["topic_id"], row["partition"]): row for row in final.to_pylist()
     }
@@ -228,8 +227,8 @@ def with_final_state(merged: pa.Table, state: pa.Table) -> pa.Table:
 def archived_ranges(
     intervals: pa.Table, final: pa.Table, stored: pa.Table | None = None
 ) -> pa.Table:
-    """`ranges.archived_ranges`: `intervals` are `ranges.reasoned_intervals` of the records,
-    `final` the rows of `ranges.final_state_columns` of the state, `stored` the ranges an
+    """The archived ranges: `intervals` are `reasoned_intervals` of the records, `final`
+    the rows of `final_state_columns` of the state, `stored` the ranges an
     earlier run wrote (`archived_messages`' columns, poison_messages with `reason` added).
     Stored ranges that neither overlap nor touch their share-partition's span of new
     intervals are kept as they are; the others are merged again with the new intervals."""
@@ -275,7 +274,7 @@ def final_with_stored_bounds(new_state: pa.Table, stored_state: pa.Table) -> pa.
 
 
 def refresh_scope(final: pa.Table, intervals: pa.Table) -> pa.Table:
-    """Per share-partition of `final` (rows of `ranges.final_with_stored_bounds`: its new
+    """Per share-partition of `final` (rows of `final_with_stored_bounds`: its new
     state, and `_old`, its stored settle bound), whether this run's new `intervals` reopen
     it (`_reopened`: a new interval below its stored settle bound, a bound that went back, a
     deletion or re-creation). The new records can change its stored ranges that are not
@@ -304,7 +303,7 @@ def refresh_scope(final: pa.Table, intervals: pa.Table) -> pa.Table:
 
 
 def reasoned_intervals(records: pa.Table, delivery_count_limit: int) -> pa.Table:
-    """`ranges.reasoned_intervals`: every Archived batch (last offset >= first) of every
+    """Every Archived batch (last offset >= first) of every
     snapshot and update of `records` (`share_state_records` rows), one row each with the
     record that holds it and the `reason` of its range. The columns and their types are
     Spark's: a batch field is nullable where the batch or the field is."""
@@ -354,7 +353,7 @@ def reasoned_intervals(records: pa.Table, delivery_count_limit: int) -> pa.Table
 
 
 def final_state_columns(state: pa.Table) -> pa.Table:
-    """`ranges.final_state_columns`: per share-partition of `state` (`share_partition_state`
+    """Per share-partition of `state` (`share_partition_state`
     rows), whether it is deleted, its effective start offset (`_eso`), its settle bound
     (`_bound`, `_settle_bound`) and its Archived batches (`_archived`, of the type of
     `state_batches`: a null list stays null, a batch of null state is left out)."""
@@ -397,7 +396,7 @@ def final_state_columns(state: pa.Table) -> pa.Table:
 def _settle_bound(
     state: pa.Table, lists: pa.Array, batches: pa.Array, parents: np.ndarray[Any, Any]
 ) -> pa.Array:
-    """`ranges._settle_bound` of each row of `state`: for a live share-partition, the least
+    """The settle bound of each row of `state`: for a live share-partition, the least
     of its start offset and its batches' first offsets (nulls skipped: null if all are),
     null for a deleted one. `batches` are its `lists` flattened, of the rows `parents`."""
     n = len(lists)

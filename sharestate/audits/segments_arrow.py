@@ -151,7 +151,7 @@ def _latest_event(segments: pa.Table, groups: KeyGroups) -> tuple[pa.ChunkedArra
 
 def merge_segments(stored: pa.Table, new: pa.Table) -> pa.Table:
     """Rows of `share_partition_segments` from two runs combined: a segment in both gets one
-    row, each column the sum, min or max of the two (as `segments.merge_segments`)."""
+    row, each column the sum, min or max of the two."""
     both = pa.concat_tables([stored.cast(SEGMENTS_SCHEMA), new.cast(SEGMENTS_SCHEMA)])
     if both.num_rows == 0:
         return _empty(SEGMENTS_SCHEMA)
@@ -175,7 +175,7 @@ def merge_segments(stored: pa.Table, new: pa.Table) -> pa.Table:
 def placements(segments: pa.Table) -> pa.Table:
     """`share_partition_placements` of `segments`: per share-partition and state-topic
     partition, its records, the offset of its first, its last record and its latest
-    snapshot or tombstone (as `segments.share_partition_placements`)."""
+    snapshot or tombstone."""
     if segments.num_rows == 0:
         return _empty(PLACEMENTS_SCHEMA)
     segments = segments.cast(SEGMENTS_SCHEMA).combine_chunks()

@@ -1,7 +1,7 @@
 """Findings about the exported rows themselves: rows that could not be decoded, records the
 replay could not apply, and offsets missing from an export; and the inputs they read: the
 quarantine counted per kind (`quarantine_kinds`), an input's exported positions
-(`exported_positions`, as `pruning.exported_positions` gives them in Spark) and the gaps
+(`exported_positions`) and the gaps
 between them (`gap_ranges`).
 
 Positions can have a row per exported record, so the gaps between them are found with numpy
@@ -91,7 +91,7 @@ def quarantine_kinds(quarantine: pa.Table) -> pa.Table:
 def exported_positions(records: pa.Table, quarantine: pa.Table | None, source: str) -> pa.Table:
     """(source_partition, source_offset) of every exported row of one input that reached a
     table: decoded `records` and quarantined rows of `source` (not rows of another topic),
-    as `pruning.exported_positions` gives them in Spark (a column is nullable when it is in
+    (a column is nullable when it is in
     either input, as in Spark's union)."""
     parts = [records.select(list(LOG_ORDER))]
     if quarantine is not None:
